@@ -1,0 +1,3 @@
+from driftwatch.cli import run
+
+run()

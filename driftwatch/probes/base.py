@@ -1,0 +1,59 @@
+"""What a probe is, and what it is given.
+
+A probe fetches raw text from the target through its transport and turns it into facts
+with pure ``parse_*`` functions that tests drive with captured real output. A probe that
+cannot do its job raises :class:`ProbeError` (recorded as ``error``) or lets
+:class:`ProbeTimeout` escape (recorded as ``timeout``); the collector never drops it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from driftwatch.settings import WatchSettings
+from driftwatch.transport import CommandResult, Transport
+
+Facts = dict[str, Any]
+
+
+class ProbeError(Exception):
+    """The probe ran but could not produce its facts."""
+
+
+class ProbeTimeout(ProbeError):
+    """A command of the probe passed its deadline."""
+
+
+@dataclass
+class ProbeContext:
+    transport: Transport
+    watch: WatchSettings = field(default_factory=WatchSettings)
+    timeout: float = 10.0
+    # The host's previous snapshot's facts for this probe, for caches (e.g. file digests).
+    previous: Facts = field(default_factory=dict)
+
+    def run(self, script: str, *, stdin: bytes | None = None, check: bool = False) -> CommandResult:
+        """Run ``script`` on the target within the probe's deadline.
+
+        Raises ProbeTimeout when the deadline passed, and ProbeError when ``check`` is set
+        and the command failed.
+        """
+        result = self.transport.run(script, timeout=self.timeout, stdin=stdin)
+        if result.timed_out:
+            raise ProbeTimeout(f"timed out after {self.timeout:g}s: {_first_line(script)}")
+        if check and result.exit_code != 0:
+            detail = result.error_text.splitlines()[-1:] or [f"exit {result.exit_code}"]
+            raise ProbeError(f"{_first_line(script)}: {detail[0]}")
+        return result
+
+
+class Probe(Protocol):
+    name: str
+
+    def collect(self, ctx: ProbeContext) -> Facts: ...
+
+
+def _first_line(script: str) -> str:
+    line = script.strip().splitlines()[0] if script.strip() else ""
+    return line if len(line) <= 80 else line[:77] + "..."
