@@ -25,6 +25,10 @@ class ProbeTimeout(ProbeError):
     """A command of the probe passed its deadline."""
 
 
+class ProbeSkipped(Exception):
+    """Nothing to collect here (e.g. no repos configured); recorded as ``skipped``."""
+
+
 @dataclass
 class ProbeContext:
     transport: Transport

@@ -1,0 +1,62 @@
+"""Watched files: size, mtime, mode and sha256 of every file the globs match on the target.
+
+Globs are expanded by a small stdlib script run by the target's python, fed on stdin, so
+no path ever passes through a shell. The previous snapshot's digests are the hash cache:
+a file whose size, mtime, ctime and inode are unchanged is not read again.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from importlib import resources
+
+from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeSkipped
+from driftwatch.transport import quote_path
+
+
+def load_script() -> str:
+    return (resources.files("driftwatch.probes") / "scripts" / "files_collect.py").read_text()
+
+
+def cache_from(previous: Facts) -> dict[str, list[object]]:
+    """The stat key and digest of every file hashed in the previous snapshot."""
+    cache: dict[str, list[object]] = {}
+    for path, entry in (previous.get("files") or {}).items():
+        vol = entry.get("volatile") or {}
+        if entry.get("sha256") and "ctime_ns" in vol:
+            key = [entry["size"], vol.get("mtime_ns"), vol["ctime_ns"], vol.get("inode")]
+            cache[path] = [*key, entry["sha256"]]
+    return cache
+
+
+def parse_files_report(text: str) -> Facts:
+    try:
+        report = json.loads(text)
+    except ValueError as exc:
+        raise ProbeError(f"unreadable files report: {exc}") from exc
+    if not isinstance(report, dict) or "files" not in report:
+        raise ProbeError("unreadable files report: no files")
+    return report
+
+
+class FilesProbe:
+    name = "files"
+
+    def collect(self, ctx: ProbeContext) -> Facts:
+        if not ctx.watch.files:
+            raise ProbeSkipped("no files configured ([watch] files)")
+        request = {
+            "patterns": ctx.watch.files,
+            "max_hash_bytes": ctx.watch.max_hash_bytes,
+            "max_files": ctx.watch.max_files,
+            "cache": cache_from(ctx.previous),
+        }
+        interpreter = quote_path(ctx.watch.python[0] if ctx.watch.python else "python3")
+        # The script travels as a -c argument and the request on stdin.
+        script = f"exec {interpreter} -c {shlex.quote(load_script())}"
+        result = ctx.run(script, stdin=json.dumps(request).encode())
+        if result.exit_code != 0:
+            raise ProbeError(result.error_text.splitlines()[-1] if result.error_text else "files probe failed")
+        return parse_files_report(result.text)
+
