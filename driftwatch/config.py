@@ -1,0 +1,140 @@
+"""The config file (TOML) and turning TARGET words into hosts to snapshot.
+
+Lookup order: ``--config FILE``, ``./driftwatch.toml``, ``~/.config/driftwatch/config.toml``,
+then built-in defaults, which are enough to snapshot ``local`` or any SSH host.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from driftwatch.errors import UserError
+from driftwatch.settings import WatchSettings
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+LOCAL = "local"
+
+
+class HostConfig(BaseModel):
+    """``[hosts.NAME]``: where the host is, plus any ``[watch]`` key to override."""
+
+    model_config = ConfigDict(extra="allow")
+
+    address: str | None = None
+
+
+class Config(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    store: str = "snapshots"
+    timeout: float = Field(default=10.0, gt=0)
+    connect_timeout: float = Field(default=10.0, gt=0)
+    accept_new_host_key: bool = False
+    free_memory_threshold_mib: int = 1024
+    watch: WatchSettings = Field(default_factory=WatchSettings)
+    hosts: dict[str, HostConfig] = Field(default_factory=dict)
+    groups: dict[str, list[str]] = Field(default_factory=dict)
+    source: str | None = None  # the file this came from, for messages
+
+
+@dataclass(frozen=True)
+class Target:
+    """One host to snapshot: the name it is stored under, and how to reach it."""
+
+    name: str
+    address: str  # "local", or an SSH destination / ~/.ssh/config alias
+    watch: WatchSettings
+
+    @property
+    def is_local(self) -> bool:
+        return self.address == LOCAL
+
+
+def config_candidates(explicit: str | None) -> list[Path]:
+    if explicit:
+        return [Path(explicit)]
+    return [Path("driftwatch.toml"), Path.home() / ".config" / "driftwatch" / "config.toml"]
+
+
+def load_config(explicit: str | None = None) -> Config:
+    for path in config_candidates(explicit):
+        if path.is_file():
+            return parse_config(_read(path), source=str(path))
+        if explicit:
+            raise UserError(f"config file not found: {path}")
+    return Config()
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read config file {path}: {exc}") from exc
+
+
+def parse_config(text: str, *, source: str = "<config>") -> Config:
+    try:
+        data: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{source}: not valid TOML: {exc}") from exc
+    try:
+        config = Config.model_validate({**data, "source": source})
+        for name in config.hosts:
+            host_watch(config, name)  # validate overrides now, not mid-snapshot
+    except ValidationError as exc:
+        raise UserError(f"{source}: {_first_error(exc)}") from exc
+    for group, members in config.groups.items():
+        unknown = [m for m in members if m not in config.hosts and m not in config.groups]
+        if unknown:
+            raise UserError(f"{source}: group {group!r} names unknown host(s): {', '.join(unknown)}")
+    return config
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"])
+    return f"{where}: {err['msg']}"
+
+
+def host_watch(config: Config, name: str) -> WatchSettings:
+    """The ``[watch]`` table with the host's own keys laid over it."""
+    host = config.hosts.get(name)
+    overrides = {k: v for k, v in (host.model_extra or {}).items()} if host else {}
+    return WatchSettings.model_validate({**config.watch.model_dump(), **overrides})
+
+
+def resolve_targets(config: Config, words: list[str]) -> list[Target]:
+    """Expand groups and config hosts; anything else is an SSH destination as written."""
+    targets: list[Target] = []
+    seen: set[str] = set()
+    for name in _expand(config, words, set()):
+        if name in seen:
+            continue
+        seen.add(name)
+        host = config.hosts.get(name)
+        address = (host.address if host and host.address else name) if name != LOCAL else LOCAL
+        targets.append(Target(name=name, address=address, watch=host_watch(config, name)))
+    return targets
+
+
+def _expand(config: Config, words: list[str], visiting: set[str]) -> list[str]:
+    names: list[str] = []
+    for word in words:
+        if not word.strip():
+            raise UserError("empty target name")
+        if word in config.groups:
+            if word in visiting:
+                raise UserError(f"group {word!r} contains itself")
+            names.extend(_expand(config, config.groups[word], visiting | {word}))
+        else:
+            names.append(word)
+    return names

@@ -1,0 +1,69 @@
+"""The config file: defaults, per-host overrides, groups, and one-line errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from driftwatch.config import load_config, parse_config, resolve_targets
+from driftwatch.errors import UserError
+
+EXAMPLE = """
+store = "snaps"
+timeout = 5
+
+[watch]
+python = ["python3"]
+repos = ["~/sglang"]
+
+[hosts.gpu01]
+address = "root@10.1.230.174"
+python = ["/root/ml-env/bin/python3"]
+
+[hosts.gpu02]
+address = "root@10.1.230.175"
+
+[groups]
+blackwell = ["gpu01", "gpu02"]
+"""
+
+
+def test_defaults_need_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    config = load_config()
+    assert config.store == "snapshots" and config.timeout == 10
+    [target] = resolve_targets(config, ["root@somehost:2222"])
+    assert target.address == "root@somehost:2222" and target.watch.python == ["python3"]
+
+
+def test_host_overrides_and_groups() -> None:
+    config = parse_config(EXAMPLE)
+    targets = resolve_targets(config, ["blackwell", "local", "gpu01"])
+    assert [t.name for t in targets] == ["gpu01", "gpu02", "local"]
+    assert targets[0].address == "root@10.1.230.174"
+    assert targets[0].watch.python == ["/root/ml-env/bin/python3"]
+    assert targets[0].watch.repos == ["~/sglang"]
+    assert targets[1].watch.python == ["python3"]
+    assert targets[2].is_local
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("store = ", "not valid TOML"),
+        ("timeout = 'soon'", "timeout"),
+        ("[watch]\nbogus = 1", "bogus"),
+        ("[hosts.a]\npython = 3", "python"),
+        ("[groups]\nrack = ['nope']", "unknown host"),
+    ],
+)
+def test_bad_config_is_one_line_user_error(text: str, message: str) -> None:
+    with pytest.raises(UserError, match=message):
+        parse_config(text)
+
+
+def test_explicit_missing_config_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="config file not found"):
+        load_config(str(tmp_path / "none.toml"))
