@@ -1,0 +1,130 @@
+"""The ``python`` probe: every distribution each configured interpreter can see.
+
+Each interpreter is started once as ``<python> -`` with a stdlib-only collector script on
+stdin (``scripts/python_collect.py``); only the quoted interpreter path enters the shell.
+The collector reads ``importlib.metadata`` and never imports a package, so a broken or
+slow-to-import torch cannot hang or crash the probe.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeTimeout
+from driftwatch.transport import CommandResult, quote_path
+
+REPORT_MARKER = "driftwatch-python-report:"  # must match MARKER in the collector scripts
+_DIST_FIELDS = (
+    "name",
+    "version",
+    "installed_at",
+    "installer",
+    "editable",
+    "direct_url",
+    "source_commit",
+    "record_sha256",
+    "requires",
+    "location",
+)
+
+
+@cache
+def load_script(name: str) -> str:
+    """Text of a collector script shipped as package data in ``probes/scripts``."""
+    # Anchored at the regular package so it resolves in wheels, editable installs and zips.
+    path = resources.files("driftwatch") / "probes" / "scripts" / name
+    return path.read_text(encoding="utf-8")
+
+
+def run_interpreters(ctx: ProbeContext, interpreters: list[str], script: str) -> dict[str, CommandResult | ProbeError]:
+    """Run ``script`` in every interpreter (concurrently), each within the probe deadline.
+
+    An interpreter that is missing, crashes or times out yields its ProbeError instead
+    of a result, so the caller can record it and still describe the others.
+    """
+    names = list(dict.fromkeys(interpreters))  # the same interpreter twice runs once
+    stdin = script.encode("utf-8")
+
+    def one(interpreter: str) -> CommandResult | ProbeError:
+        try:
+            result = ctx.run(f"exec {quote_path(interpreter)} -", stdin=stdin)
+        except ProbeError as exc:  # includes ProbeTimeout
+            return exc
+        if result.exit_code != 0:
+            last = result.error_text.splitlines()[-1:]
+            detail = f": {last[0]}" if last else ""
+            return ProbeError(f"exit {result.exit_code}{detail}")
+        return result
+
+    if len(names) <= 1:
+        return {name: one(name) for name in names}
+    # The SSH transport opens at most 8 channels at once (sshd's MaxSessions is 10); more
+    # threads than that would only queue.
+    with ThreadPoolExecutor(max_workers=min(len(names), 8)) as pool:
+        return dict(zip(names, pool.map(one, names), strict=True))
+
+
+def extract_report(text: str) -> dict[str, Any]:
+    """The JSON object a collector printed after its marker (last marker line wins)."""
+    for line in reversed(text.splitlines()):
+        if line.startswith(REPORT_MARKER):
+            try:
+                data = json.loads(line[len(REPORT_MARKER) :])
+            except ValueError as exc:
+                raise ProbeError(f"unreadable collector output: {exc}") from None
+            if not isinstance(data, dict):
+                raise ProbeError("collector output is not a JSON object")
+            return data
+    raise ProbeError("collector printed no report")
+
+
+def parse_python_report(text: str) -> dict[str, Any]:
+    """One interpreter's entry of the facts from the collector's stdout."""
+    data = extract_report(text)
+    raw = data.get("distributions")
+    if not isinstance(raw, dict):
+        raise ProbeError("collector report has no distributions")
+    distributions = {
+        key: {field: dist.get(field) for field in _DIST_FIELDS}
+        for key, dist in sorted(raw.items())
+        if isinstance(dist, dict)
+    }
+    for dist in distributions.values():
+        dist["editable"] = bool(dist["editable"])
+        dist["requires"] = list(dist["requires"] or [])
+    return {
+        "executable": data.get("executable"),
+        "version": data.get("version"),
+        "prefix": data.get("prefix"),
+        "error": None,
+        "distributions": distributions,
+    }
+
+
+def _entry(outcome: CommandResult | ProbeError) -> dict[str, Any]:
+    if isinstance(outcome, ProbeError):
+        return {"error": str(outcome)}
+    if outcome.truncated:
+        return {"error": "collector output exceeded the output bound"}
+    try:
+        return parse_python_report(outcome.text)
+    except ProbeError as exc:
+        return {"error": str(exc)}
+
+
+class PythonProbe:
+    name = "python"
+
+    def collect(self, ctx: ProbeContext) -> Facts:
+        outcomes = run_interpreters(ctx, ctx.watch.python, load_script("python_collect.py"))
+        interpreters = {name: _entry(outcome) for name, outcome in outcomes.items()}
+        if interpreters and all(entry.get("error") for entry in interpreters.values()):
+            summary = "; ".join(f"{name}: {e['error']}" for name, e in interpreters.items())
+            if all(isinstance(o, ProbeTimeout) for o in outcomes.values()):
+                raise ProbeTimeout(summary)
+            raise ProbeError(f"no interpreter could be read: {summary}")
+        return {"interpreters": interpreters}
