@@ -1,0 +1,126 @@
+"""The command line: ``main(argv) -> int`` dispatching to one function per command.
+
+Exit codes follow ``terraform plan -detailed-exitcode``: 0 nothing to report, 1 error,
+2 drift; ``snapshot`` uses 3 for "stored, but some probes failed". User mistakes are one
+line on stderr and exit 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Optional
+
+import typer
+from typer.exceptions import TyperException
+
+from driftwatch import __version__
+from driftwatch.errors import DriftwatchError
+
+EXIT_OK, EXIT_ERROR, EXIT_DRIFT, EXIT_PARTIAL = 0, 1, 2, 3
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    help="Environment drift detector for remote GPU hosts: snapshot, diff, check.",
+)
+
+ConfigOpt = Annotated[Optional[str], typer.Option("--config", metavar="FILE", help="Config file (TOML). Default: ./driftwatch.toml, then ~/.config/driftwatch/config.toml.")]
+StoreOpt = Annotated[Optional[str], typer.Option("--store", metavar="DIR", help="Snapshot store folder (default from config: ./snapshots).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout, nothing else.")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"driftwatch {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
+) -> None:
+    """Environment drift detector for remote GPU hosts.
+
+    Snapshot a host after a good run, diff when it breaks, check from cron.
+    TARGET is `local`, an SSH destination ([user@]host[:port] or an ~/.ssh/config alias),
+    or a host or group from the config file. REF is a snapshot file, HOST@LABEL,
+    HOST@latest, HOST@~N or HOST@<timestamp prefix>.
+    """
+
+
+@app.command()
+def snapshot(
+    targets: Annotated[list[str], typer.Argument(metavar="TARGET", help="local, [user@]host[:port], an ssh alias, or a config host/group.", show_default=False)],
+    label: Annotated[Optional[list[str]], typer.Option("--label", "-l", metavar="LABEL", help="Label the snapshot (repeatable), e.g. good.")] = None,
+    json_out: JsonOpt = False,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", help="Per-probe deadline in seconds (default 10).", min=0.1)] = None,
+    parallel: Annotated[int, typer.Option("--parallel", metavar="N", help="Hosts collected at once.", min=1)] = 32,
+    accept_new_host_key: Annotated[bool, typer.Option("--accept-new-host-key", help="Trust and save the key of a host not yet in known_hosts (a changed key is always refused).")] = False,
+    config: ConfigOpt = None,
+    store: StoreOpt = None,
+) -> int:
+    """Collect and store one snapshot per target.
+
+    Exit 0 complete, 3 stored but some probes failed or timed out, 1 nothing collected.
+    """
+    from driftwatch.commands.snapshot import run_snapshot
+
+    return run_snapshot(
+        targets, labels=label or [], json_out=json_out, timeout=timeout, parallel=parallel,
+        accept_new_host_key=accept_new_host_key, config_path=config, store_path=store,
+    )
+
+
+@app.command("list")
+def list_(
+    host: Annotated[Optional[str], typer.Argument(metavar="[HOST]", help="Only this host's snapshots.")] = None,
+    json_out: JsonOpt = False,
+    config: ConfigOpt = None,
+    store: StoreOpt = None,
+) -> int:
+    """List the snapshots in the store, oldest first."""
+    from driftwatch.commands.inspect import run_list
+
+    return run_list(host, json_out=json_out, config_path=config, store_path=store)
+
+
+@app.command()
+def show(
+    ref: Annotated[str, typer.Argument(metavar="REF", help="HOST@latest, HOST@LABEL, HOST@~N, HOST@<timestamp prefix> or a file.")],
+    json_out: JsonOpt = False,
+    config: ConfigOpt = None,
+    store: StoreOpt = None,
+) -> int:
+    """Show one snapshot, readable (or the whole document with --json)."""
+    from driftwatch.commands.inspect import run_show
+
+    return run_show(ref, json_out=json_out, config_path=config, store_path=store)
+
+
+def main(argv: list[str] | None = None) -> int:
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(args=argv, prog_name="driftwatch", standalone_mode=False)
+    except typer.Exit as exc:
+        return exc.exit_code
+    except typer.Abort:
+        print("driftwatch: interrupted", file=sys.stderr)
+        return 130
+    except TyperException as exc:  # usage errors are user mistakes: exit 1, not 2 (drift)
+        show = getattr(exc, "show", None)
+        if callable(show):
+            show(file=sys.stderr)
+        else:
+            print(f"driftwatch: error: {exc}", file=sys.stderr)
+        # `driftwatch` alone prints the help: not a mistake.
+        return EXIT_OK if type(exc).__name__ == "NoArgsIsHelpError" else EXIT_ERROR
+    except DriftwatchError as exc:
+        print(f"driftwatch: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    return result if isinstance(result, int) else EXIT_OK
+
+
+def run() -> None:
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""What every command needs: the config, the store and the consoles."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+
+from driftwatch.config import Config, load_config
+from driftwatch.store import SnapshotStore
+
+
+def load(config_path: str | None, store_path: str | None) -> tuple[Config, SnapshotStore]:
+    config = load_config(config_path)
+    return config, SnapshotStore(store_path or config.store)
+
+
+def stdout_console() -> Console:
+    return Console(highlight=False, soft_wrap=True)
+
+
+def stderr_console() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def print_json(document: Any) -> None:
+    sys.stdout.write(json.dumps(document, indent=1, default=str) + "\n")

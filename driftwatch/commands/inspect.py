@@ -1,0 +1,52 @@
+"""`driftwatch list` and `driftwatch show`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from driftwatch.commands.common import load, print_json, stdout_console
+from driftwatch.errors import StoreError, UserError
+from driftwatch.model import Snapshot
+from driftwatch.report.snapshots import print_list, print_show
+from driftwatch.store import load_snapshot, resolve_ref
+
+
+def run_list(host: str | None, *, json_out: bool, config_path: str | None, store_path: str | None) -> int:
+    _, store = load(config_path, store_path)
+    hosts = [host] if host else store.hosts()
+    if host and not store.paths(host):
+        raise UserError(f"no snapshots of {host!r} in {store.root} (hosts: {', '.join(store.hosts()) or 'none'})")
+    rows: list[tuple[str, Path, Snapshot | None, str | None]] = []
+    for name in hosts:
+        for path in store.paths(name):
+            try:
+                rows.append((name, path, load_snapshot(path), None))
+            except StoreError as exc:  # one bad file must not hide the others
+                rows.append((name, path, None, str(exc)))
+    if json_out:
+        print_json([_list_entry(*row) for row in rows])
+    else:
+        print_list(stdout_console(), rows)
+    return 0
+
+
+def _list_entry(host: str, path: Path, snapshot: Snapshot | None, error: str | None) -> dict[str, object]:
+    if snapshot is None:
+        return {"host": host, "path": str(path), "error": error}
+    return {
+        "host": host,
+        "path": str(path),
+        "taken_at": snapshot.taken_at.isoformat(),
+        "labels": snapshot.labels,
+        "probes": {name: record.status.value for name, record in snapshot.probes.items()},
+    }
+
+
+def run_show(ref: str, *, json_out: bool, config_path: str | None, store_path: str | None) -> int:
+    _, store = load(config_path, store_path)
+    found = resolve_ref(store, ref)
+    if json_out:
+        print_json(found.snapshot.model_dump(mode="json"))
+    else:
+        print_show(stdout_console(), found.snapshot, found.path)
+    return 0

@@ -1,0 +1,126 @@
+"""`driftwatch snapshot`: collect and store one snapshot per target, hosts in parallel."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.text import Text
+
+from driftwatch.collect import collect_snapshot
+from driftwatch.commands.common import load, print_json, stderr_console, stdout_console
+from driftwatch.config import Config, Target, resolve_targets
+from driftwatch.connect import open_transport
+from driftwatch.errors import StoreError, TransportError
+from driftwatch.model import ProbeStatus, Snapshot
+from driftwatch.probes.registry import DEFAULT_PROBES
+from driftwatch.report.safe import clean
+from driftwatch.report.snapshots import print_stored
+from driftwatch.store import SnapshotStore
+
+EXIT_OK, EXIT_ERROR, EXIT_PARTIAL = 0, 1, 3
+
+
+@dataclass
+class HostOutcome:
+    """What happened to one host: a stored snapshot, or the reason there is none."""
+
+    target: Target
+    snapshot: Snapshot | None = None
+    path: Path | None = None
+    error: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        if self.snapshot is None:
+            return EXIT_ERROR
+        return EXIT_OK if self.snapshot.complete else EXIT_PARTIAL
+
+
+def snapshot_host(
+    target: Target,
+    config: Config,
+    store: SnapshotStore,
+    *,
+    timeout: float,
+    labels: list[str],
+    accept_new_host_key: bool = False,
+) -> HostOutcome:
+    try:
+        transport = open_transport(target, config, accept_new_host_key=accept_new_host_key)
+    except TransportError as exc:
+        return HostOutcome(target, error=str(exc))
+    try:
+        try:
+            previous = store.latest(target.name)
+        except StoreError:
+            previous = None  # an unreadable old snapshot only costs the hash cache
+        snap = collect_snapshot(
+            target, transport, DEFAULT_PROBES, timeout=timeout, previous=previous.snapshot if previous else None, labels=labels
+        )
+    finally:
+        transport.close()
+    if all(r.status in (ProbeStatus.error, ProbeStatus.timeout) for r in snap.probes.values()):
+        reasons = "; ".join(f"{n}: {r.error}" for n, r in snap.probes.items())
+        return HostOutcome(target, error=f"nothing collected ({reasons})")
+    return HostOutcome(target, snapshot=snap, path=store.save(snap))
+
+
+def collect_many(
+    targets: list[Target], config: Config, store: SnapshotStore, *, timeout: float, labels: list[str],
+    parallel: int, accept_new_host_key: bool = False,
+) -> list[HostOutcome]:
+    """Every host's outcome is data: one slow or unreachable host never fails the others."""
+    workers = max(1, min(parallel, len(targets)))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="host") as pool:
+        futures = [
+            pool.submit(
+                snapshot_host, t, config, store, timeout=timeout, labels=labels, accept_new_host_key=accept_new_host_key
+            )
+            for t in targets
+        ]
+        return [f.result() for f in futures]
+
+
+def run_snapshot(
+    words: list[str], *, labels: list[str], json_out: bool, timeout: float | None, parallel: int,
+    accept_new_host_key: bool, config_path: str | None, store_path: str | None,
+) -> int:
+    config, store = load(config_path, store_path)
+    targets = resolve_targets(config, words)
+    outcomes = collect_many(
+        targets, config, store, timeout=timeout or config.timeout, labels=labels,
+        parallel=parallel, accept_new_host_key=accept_new_host_key,
+    )
+    err = stderr_console()
+    for outcome in outcomes:
+        if outcome.error:
+            err.print(Text(f"driftwatch: {clean(outcome.target.name)}: {clean(outcome.error)}", style="red"))
+    if json_out:
+        print_json([_json_entry(o) for o in outcomes])
+    else:
+        out = stdout_console()
+        for outcome in outcomes:
+            if outcome.snapshot is not None and outcome.path is not None:
+                print_stored(out, outcome.snapshot, outcome.path)
+    return worst(o.exit_code for o in outcomes)
+
+
+def worst(codes: object) -> int:
+    """1 (error) beats 3 (partial) beats 0."""
+    found = set(codes)  # type: ignore[arg-type]
+    for code in (EXIT_ERROR, EXIT_PARTIAL):
+        if code in found:
+            return code
+    return EXIT_OK
+
+
+def _json_entry(outcome: HostOutcome) -> dict[str, object]:
+    entry: dict[str, object] = {"host": outcome.target.name, "exit_code": outcome.exit_code}
+    if outcome.snapshot is None:
+        entry["error"] = outcome.error
+    else:
+        entry["path"] = str(outcome.path)
+        entry["snapshot"] = outcome.snapshot.model_dump(mode="json")
+    return entry

@@ -1,0 +1,19 @@
+"""Open the transport for a target. paramiko is imported only when a host needs SSH."""
+
+from __future__ import annotations
+
+from driftwatch.config import Config, Target
+from driftwatch.transport import Transport
+from driftwatch.transport.local import LocalTransport
+
+
+def open_transport(target: Target, config: Config, *, accept_new_host_key: bool = False) -> Transport:
+    if target.is_local:
+        return LocalTransport()
+    from driftwatch.transport.ssh import SshTransport
+
+    return SshTransport.connect(
+        target.address,
+        connect_timeout=config.connect_timeout,
+        accept_new_host_key=accept_new_host_key or config.accept_new_host_key,
+    )

@@ -1,0 +1,16 @@
+"""The one list that says which probes run. Order here is the order in a snapshot."""
+
+from __future__ import annotations
+
+from driftwatch.probes.base import Probe
+from driftwatch.probes.cuda import CudaProbe
+from driftwatch.probes.files import FilesProbe
+from driftwatch.probes.git import GitProbe
+from driftwatch.probes.gpu import GpuProbe
+from driftwatch.probes.python import PythonProbe
+from driftwatch.probes.system import SystemProbe
+
+DEFAULT_PROBES: dict[str, Probe] = {
+    probe.name: probe
+    for probe in (SystemProbe(), GpuProbe(), PythonProbe(), CudaProbe(), GitProbe(), FilesProbe())
+}

@@ -1,0 +1,1 @@
+"""Presentation at the edge: everything that prints. Nothing else imports rich."""

@@ -1,0 +1,102 @@
+"""The CLI end to end on the `local` target, with a fake nvidia-smi replaying a real H200."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from driftwatch.cli import main
+from tests.venvs import make_gpu_venv
+
+FAKES = Path(__file__).parent / "fakes"
+H200 = Path(__file__).parent / "fixtures" / "nvidia-smi" / "linux-x86_64__nvidia-h200__590.48.01.txt"
+
+
+@pytest.fixture
+def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A working directory with a config watching a real venv, repo and files."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shutil.copy(FAKES / "nvidia-smi", bin_dir / "nvidia-smi")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_NVIDIA_SMI_CAPTURE", str(H200))
+    python = make_gpu_venv(tmp_path / "venv")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "server_args.py").write_text("mem_fraction_static = None\n")
+    (tmp_path / "driftwatch.toml").write_text(
+        f'timeout = 5\n[watch]\npython = ["{python}"]\nfiles = ["{src}/**/*.py"]\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_snapshot_local_records_every_probe(host: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["snapshot", "local", "--label", "good", "--json"]) == 0
+    [entry] = json.loads(capsys.readouterr().out)
+    snap = entry["snapshot"]
+    assert snap["labels"] == ["good"] and Path(entry["path"]).is_file()
+    probes = snap["probes"]
+    assert probes["gpu"]["facts"]["driver_version"] == "590.48.01"
+    assert "sgl-kernel" in next(iter(probes["python"]["facts"]["interpreters"].values()))["distributions"]
+    assert len(probes["files"]["facts"]["files"]) == 1
+    assert probes["git"]["status"] == "skipped"
+    assert {p["status"] for p in probes.values()} <= {"ok", "skipped"}
+
+
+def test_hung_nvidia_smi_is_a_timeout_others_kept_exit_3(
+    host: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("FAKE_NVIDIA_SMI_HANG", "1")
+    assert main(["snapshot", "local", "--timeout", "1", "--json"]) == 3
+    [entry] = json.loads(capsys.readouterr().out)
+    probes = entry["snapshot"]["probes"]
+    assert probes["gpu"]["status"] == "timeout"
+    assert probes["python"]["status"] == "ok" and probes["system"]["status"] == "ok"
+    assert Path(entry["path"]).is_file()
+
+
+def test_list_show_and_refs(host: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["snapshot", "local", "--label", "good"]) == 0
+    assert main(["snapshot", "local"]) == 0
+    capsys.readouterr()
+    assert main(["list", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["labels"] for r in rows] == [["good"], []]
+    assert main(["show", "local@good"]) == 0
+    out = capsys.readouterr().out
+    assert "driver 590.48.01" in out and "NVIDIA H200" in out
+    assert main(["show", "local@~1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["labels"] == ["good"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["show", "local@nope"], "no snapshots of 'local'"),
+        (["show", "gpu99@latest"], "no snapshots of 'gpu99'"),
+        (["snapshot", "local", "--config", "missing.toml"], "config file not found"),
+        (["list", "gpu99"], "no snapshots of 'gpu99'"),
+        (["snapshot", "local", "--timeout", "soon"], "Invalid value"),
+        (["frobnicate"], "No such command"),
+    ],
+)
+def test_user_mistakes_are_one_line_exit_1(host: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_installed_command_version_and_help() -> None:
+    exe = [sys.executable, "-m", "driftwatch"]
+    version = subprocess.run([*exe, "--version"], capture_output=True, text=True, check=True)
+    assert version.stdout.startswith("driftwatch ")
+    for command in ("snapshot", "list", "show"):
+        result = subprocess.run([*exe, command, "--help"], capture_output=True, text=True)
+        assert result.returncode == 0 and "Usage:" in result.stdout
