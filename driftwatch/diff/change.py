@@ -1,0 +1,98 @@
+"""What the diff produces: ranked changes, each with a severity and a one-line why.
+
+Plain frozen dataclasses rather than pydantic models: a diff of two large hosts can
+produce thousands of changes, and nothing here is read from untrusted input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from driftwatch.settings import DEFAULT_FOCUS
+
+
+class Severity(str, Enum):
+    critical = "critical"
+    high = "high"
+    medium = "medium"
+    low = "low"
+    info = "info"
+
+    @property
+    def rank(self) -> int:
+        """Higher is more severe, so ``s.rank >= Severity.high.rank`` reads as 'at least high'."""
+        return _RANK[self]
+
+
+_RANK = {
+    Severity.critical: 4,
+    Severity.high: 3,
+    Severity.medium: 2,
+    Severity.low: 1,
+    Severity.info: 0,
+}
+
+# The categories of PRODUCT.md; a change always carries one of these.
+CATEGORIES = (
+    "package",
+    "python",
+    "nccl",
+    "cuda",
+    "driver",
+    "gpu",
+    "gpu-process",
+    "git",
+    "file",
+    "system",
+    "env",
+    "process",
+    "launch-arg",
+    "log",
+    "probe",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    category: str
+    item: str
+    old: Any
+    new: Any
+    severity: Severity
+    explanation: str
+    # Ranking hints only, never printed: how big the step is, and whether it touches a
+    # package the user told us to watch.
+    magnitude: float = 0.0
+    focus: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "category": self.category,
+            "item": self.item,
+            "old": self.old,
+            "new": self.new,
+            "severity": self.severity.value,
+            "explanation": self.explanation,
+        }
+
+
+@dataclass(frozen=True)
+class DiffOptions:
+    include_volatile: bool = False  # the CLI's --all
+    free_memory_threshold_mib: int = 1024
+    focus: list[str] = field(default_factory=lambda: list(DEFAULT_FOCUS))
+
+
+@dataclass(frozen=True)
+class DiffResult:
+    changes: list[Change]
+    summary: dict[str, Any]
+
+    @property
+    def drift(self) -> bool:
+        return bool(self.changes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"changes": [c.to_json() for c in self.changes], "summary": self.summary}

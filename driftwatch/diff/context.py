@@ -1,0 +1,41 @@
+"""What every rule may consult besides the two fact trees."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from driftwatch.diff.change import DiffOptions
+
+Facts = dict[str, Any]
+
+_PEP503 = re.compile(r"[-_.]+")
+
+
+def normalize_name(name: str) -> str:
+    """PEP 503 name, so the focus list matches however the user spelled it."""
+    return _PEP503.sub("-", name).lower()
+
+
+@dataclass(frozen=True)
+class DiffContext:
+    options: DiffOptions
+    focus: frozenset[str]
+    # Two different machines: identity facts (hostname, boot id, GPU UUIDs) differ by
+    # nature, so rules match GPUs by index and call identity differences info.
+    different_hosts: bool = False
+
+    @classmethod
+    def from_options(cls, options: DiffOptions, different_hosts: bool = False) -> DiffContext:
+        focus = frozenset(normalize_name(n) for n in options.focus)
+        return cls(options=options, focus=focus, different_hosts=different_hosts)
+
+    @property
+    def volatile(self) -> bool:
+        return self.options.include_volatile
+
+
+def as_dict(value: Any) -> Facts:
+    """Facts from a foreign or broken snapshot may hold anything; treat non-dicts as empty."""
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,108 @@
+"""diff_snapshots: probe health first, then each probe's facts through its area's rules."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from driftwatch.diff import cuda, files, git, gpu, packages, system
+from driftwatch.diff.change import Change, DiffOptions, DiffResult, Severity
+from driftwatch.diff.context import DiffContext, Facts
+from driftwatch.diff.generic import diff_generic
+from driftwatch.diff.probes import comparable, diff_probe
+from driftwatch.diff.rank import rank_changes
+from driftwatch.model import ProbeStatus, Snapshot
+
+Rule = Callable[[Facts, Facts, DiffContext], list[Change]]
+
+# Probe name → (its rules, the top-level fact keys those rules read). Keys a rule does
+# not read still go through the generic walk, so a field a probe grows is never lost.
+AREA_RULES: dict[str, tuple[Rule, frozenset[str]]] = {
+    "system": (system.diff_system, system.KEYS),
+    "gpu": (gpu.diff_gpu, gpu.KEYS),
+    "cuda": (cuda.diff_cuda, cuda.KEYS),
+    "python": (packages.diff_python, packages.KEYS),
+    "git": (git.diff_git, git.KEYS),
+    "files": (files.diff_files, files.KEYS),
+}
+
+
+def diff_snapshots(
+    old: Snapshot, new: Snapshot, *, options: DiffOptions | None = None
+) -> DiffResult:
+    different = different_hosts(old, new)
+    ctx = DiffContext.from_options(options or DiffOptions(), different_hosts=different)
+    changes: list[Change] = []
+    for name in _probe_order(old, new):
+        old_record, new_record = old.probes.get(name), new.probes.get(name)
+        health = diff_probe(name, old_record, new_record)
+        changes += [health] if health is not None else []
+        # A probe that failed on either side has no comparable facts: comparing them
+        # would report a hung nvidia-smi as "every GPU removed".
+        if old_record is None or new_record is None or not comparable(old_record, new_record):
+            continue
+        if old_record.facts != new_record.facts:
+            changes += diff_facts(name, old_record.facts, new_record.facts, ctx)
+    ranked = rank_changes(changes)
+    return DiffResult(changes=ranked, summary=summarize(ranked, old, new, different))
+
+
+def diff_facts(probe: str, old: Facts, new: Facts, ctx: DiffContext) -> list[Change]:
+    rule, keys = AREA_RULES.get(probe, (None, frozenset()))
+    if rule is None:
+        return diff_generic(probe, old, new, ctx)
+    try:
+        changes = rule(old, new, ctx)
+    except (TypeError, AttributeError, KeyError, ValueError):
+        # Facts of an unexpected shape (a foreign or older probe): a plain key-by-key
+        # comparison still says what changed, where a crash would say nothing.
+        return diff_generic(probe, old, new, ctx)
+    return changes + diff_generic(probe, old, new, ctx, skip=keys)
+
+
+def different_hosts(old: Snapshot, new: Snapshot) -> bool:
+    """Machine id when both snapshots have one, else the hostname, else the name used."""
+    for key in ("machine_id", "hostname"):
+        a, b = _system_fact(old, key), _system_fact(new, key)
+        if a and b:
+            return bool(a != b)
+    a_name, b_name = old.host.hostname or old.host.name, new.host.hostname or new.host.name
+    return a_name != b_name
+
+
+def summarize(
+    changes: list[Change], old: Snapshot, new: Snapshot, different: bool
+) -> dict[str, Any]:
+    counts = {s.value: 0 for s in Severity}
+    for change in changes:
+        counts[change.severity.value] += 1
+    return {
+        "total": len(changes),
+        "counts": counts,
+        "most_likely_cause": changes[0].explanation if changes else None,
+        "old": _side(old),
+        "new": _side(new),
+        "different_hosts": different,
+    }
+
+
+def _side(snapshot: Snapshot) -> dict[str, Any]:
+    return {
+        "host": snapshot.host.name,
+        "hostname": snapshot.host.hostname,
+        "taken_at": snapshot.taken_at.isoformat(),
+        "labels": list(snapshot.labels),
+    }
+
+
+def _system_fact(snapshot: Snapshot, key: str) -> Any:
+    record = snapshot.probes.get("system")
+    if record is None or record.status != ProbeStatus.ok:
+        return snapshot.host.hostname if key == "hostname" else None
+    return record.facts.get(key) or (snapshot.host.hostname if key == "hostname" else None)
+
+
+def _probe_order(old: Snapshot, new: Snapshot) -> list[str]:
+    known = [name for name in AREA_RULES if name in old.probes or name in new.probes]
+    rest = sorted((old.probes.keys() | new.probes.keys()) - AREA_RULES.keys())
+    return known + rest

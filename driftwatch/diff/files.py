@@ -1,0 +1,129 @@
+"""Watched files (the ``files`` probe): content by sha256, not by timestamp.
+
+An mtime that moved over identical content is the "edited and reverted" case, which
+must read differently from an edit that was left in place.
+"""
+
+from __future__ import annotations
+
+from driftwatch.diff import fmt
+from driftwatch.diff.change import Change, Severity
+from driftwatch.diff.context import DiffContext, Facts, as_dict
+from driftwatch.diff.generic import changed_keys
+
+KEYS = frozenset({"patterns", "files", "truncated"})
+
+# Content that changes what runs: code, compiled code, kernels, configuration.
+SOURCE_SUFFIXES = (
+    ".py",
+    ".so",
+    ".cu",
+    ".cuh",
+    ".cpp",
+    ".h",
+    ".json",
+    ".yaml",
+    ".yml",
+    ".toml",
+    ".cfg",
+    ".ini",
+    ".sh",
+)
+
+
+def diff_files(old: Facts, new: Facts, ctx: DiffContext) -> list[Change]:
+    old_files, new_files = as_dict(old.get("files")), as_dict(new.get("files"))
+    changes = [_watch_list(old, new)] if old.get("patterns") != new.get("patterns") else []
+    if old.get("truncated") != new.get("truncated"):
+        state = (
+            "truncated (more files matched than max_files)"
+            if new.get("truncated")
+            else "complete again"
+        )
+        text = f"the watched file list is {state}: files beyond the limit are not compared"
+        changes.append(
+            Change(
+                "file",
+                "(file list)",
+                old.get("truncated"),
+                new.get("truncated"),
+                Severity.info,
+                text,
+            )
+        )
+    for path in changed_keys(old_files, new_files):
+        o, n = old_files.get(path), new_files.get(path)
+        change = _one_file(
+            path, as_dict(o) if o is not None else None, as_dict(n) if n is not None else None
+        )
+        if change is not None:
+            changes.append(change)
+    return changes
+
+
+def _watch_list(old: Facts, new: Facts) -> Change:
+    text = (
+        "the watched file patterns changed (config edit): "
+        "files added or removed below may only be newly watched"
+    )
+    return Change(
+        "file", "(patterns)", old.get("patterns"), new.get("patterns"), Severity.info, text
+    )
+
+
+def _one_file(path: str, old: Facts | None, new: Facts | None) -> Change | None:
+    source = path.endswith(SOURCE_SUFFIXES)
+    if old is None or new is None:
+        return _presence(path, old, new, source)
+    if old.get("error") or new.get("error"):
+        return _unhashed(path, old, new)
+    if old.get("sha256") != new.get("sha256"):
+        text = (
+            f"{path} edited, content differs (size {fmt.size(old.get('size'))} → "
+            f"{fmt.size(new.get('size'))}, modified {fmt.when(new.get('mtime')) or '?'})"
+        )
+        o, n = fmt.short(old.get("sha256"), 12), fmt.short(new.get("sha256"), 12)
+        return Change(
+            "file", path, o, n, Severity.medium if source else Severity.low, text, magnitude=1.0
+        )
+    if old.get("mtime") != new.get("mtime"):
+        o, n = fmt.when(old.get("mtime")), fmt.when(new.get("mtime"))
+        text = f"{path} edited and reverted, or touched — content identical (mtime {o} → {n})"
+        return Change("file", path, o, n, Severity.info, text)
+    if old.get("mode") != new.get("mode"):
+        text = f"{path} mode {old.get('mode')} → {new.get('mode')}"
+        return Change("file", path, old.get("mode"), new.get("mode"), Severity.low, text)
+    return None  # only fields that say nothing about content (e.g. size recomputed) differ
+
+
+def _presence(path: str, old: Facts | None, new: Facts | None, source: bool) -> Change:
+    if old is None:
+        n = as_dict(new)
+        text = f"{path} is new (modified {fmt.when(n.get('mtime')) or '?'})"
+        return Change(
+            "file",
+            path,
+            None,
+            fmt.short(n.get("sha256"), 12),
+            Severity.medium if source else Severity.low,
+            text,
+        )
+    text = f"{path} was deleted (last modified {fmt.when(old.get('mtime')) or '?'})"
+    return Change("file", path, fmt.short(old.get("sha256"), 12), None, Severity.medium, text)
+
+
+def _unhashed(path: str, old: Facts, new: Facts) -> Change | None:
+    # Without digests on both sides only size and mtime can say anything.
+    if old.get("error") != new.get("error"):
+        text = f"{path} could not be hashed: {fmt.value(new.get('error') or old.get('error'))}"
+        return Change("file", path, old.get("error"), new.get("error"), Severity.low, text)
+    if (old.get("size"), old.get("mtime")) == (new.get("size"), new.get("mtime")):
+        return None
+    text = (
+        f"{path} size or mtime changed "
+        f"({fmt.size(old.get('size'))} → {fmt.size(new.get('size'))}), "
+        f"but it is not hashed: {fmt.value(new.get('error'))}"
+    )
+    return Change(
+        "file", path, fmt.when(old.get("mtime")), fmt.when(new.get("mtime")), Severity.low, text
+    )

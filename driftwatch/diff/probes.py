@@ -1,0 +1,85 @@
+"""Probe health: a probe that broke is a change in itself, never 'facts removed'."""
+
+from __future__ import annotations
+
+from driftwatch.diff import fmt
+from driftwatch.diff.change import Change, Severity
+from driftwatch.model import ProbeRecord, ProbeStatus
+
+FAILED = (ProbeStatus.error, ProbeStatus.timeout)
+
+# What a hang or failure of each probe usually means on a GPU host.
+TIMEOUT_HINTS = {
+    "gpu": "nvidia-smi hung?): a wedged driver or a GPU in a bad state",
+    "python": "slow or hung filesystem under site-packages?): imports will be slow or hang too",
+    "files": "a hung NFS or network mount?): reads of the watched files may hang",
+    "git": "a hung mount or a locked repository?): the source tree may be unreadable",
+    "cuda": "a hung mount or driver call?): CUDA tools are not answering",
+    "system": "the host is overloaded or a mount is hung?)",
+}
+ERROR_HINTS = {
+    "gpu": "is the NVIDIA driver loaded and nvidia-smi working?",
+    "python": "is the configured interpreter still there?",
+    "git": "is the repository still there and readable?",
+}
+
+
+def comparable(old: ProbeRecord | None, new: ProbeRecord | None) -> bool:
+    """Compare facts only when both runs succeeded; else a failure reads as 'all removed'."""
+    return (
+        old is not None
+        and new is not None
+        and old.status == ProbeStatus.ok
+        and new.status == ProbeStatus.ok
+    )
+
+
+def diff_probe(name: str, old: ProbeRecord | None, new: ProbeRecord | None) -> Change | None:
+    old_status = old.status if old is not None else None
+    new_status = new.status if new is not None else None
+    if old_status == new_status:
+        return None
+    severity, explanation = _explain(name, old_status, new, old)
+    return Change(
+        category="probe",
+        item=name,
+        old=old_status.value if old_status is not None else None,
+        new=new_status.value if new_status is not None else None,
+        severity=severity,
+        explanation=explanation,
+    )
+
+
+def _explain(
+    name: str, was: ProbeStatus | None, new: ProbeRecord | None, old: ProbeRecord | None
+) -> tuple[Severity, str]:
+    if new is None:
+        return (
+            Severity.info,
+            f"{name} probe is not in the new snapshot (different driftwatch version or config?)",
+        )
+    if was is None:
+        return (
+            Severity.info,
+            f"{name} probe is new in this snapshot (different driftwatch version or config?)",
+        )
+    detail = f": {fmt.value(new.error)}" if new.error else ""
+    if new.status == ProbeStatus.timeout:
+        hint = TIMEOUT_HINTS.get(name, "a hung command?)")
+        severity = Severity.high if was == ProbeStatus.ok else Severity.medium
+        return severity, f"{name} probe timed out ({hint}{detail}"
+    if new.status == ProbeStatus.error:
+        hint = ERROR_HINTS.get(name, "its facts could not be read")
+        severity = Severity.high if was == ProbeStatus.ok else Severity.medium
+        return severity, f"{name} probe failed{detail}: {hint}"
+    if new.status == ProbeStatus.skipped:
+        return (
+            Severity.medium,
+            f"{name} probe was skipped{detail} (it ran before): is the tool it needs gone?",
+        )
+    # Now ok (or skipped before): its facts are back but cannot be compared this time.
+    before = f"{was.value}" + (f": {fmt.value(old.error)}" if old is not None and old.error else "")
+    return (
+        Severity.info,
+        f"{name} probe recovered (was {before}); its facts are not compared this time",
+    )

@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+from driftwatch.diff import Severity
+from tests.diff.builders import SRT, diff_after
+
+ARGS = f"{SRT}/server_args.py"
+
+
+def test_edited_and_reverted_is_info_content_identical() -> None:
+    change = diff_after(lambda f: f["files"]["files"][ARGS].update(mtime=1772028120.0)).changes[0]
+    assert (change.category, change.item, change.severity) == ("file", ARGS, Severity.info)
+    assert "edited and reverted, or touched — content identical" in change.explanation
+    assert change.new == "2026-02-25 14:02 UTC"
+
+
+def test_edited_and_left_is_medium() -> None:
+    change = diff_after(
+        lambda f: f["files"]["files"][ARGS].update(sha256="f" * 64, size=1040, mtime=1772028120.0)
+    ).changes[0]
+    assert (change.severity, change.old, change.new) == (Severity.medium, "0" * 12, "f" * 12)
+    assert (
+        "edited, content differs" in change.explanation
+        and "modified 2026-02-25 14:02 UTC" in change.explanation
+    )
+
+
+def test_added_and_removed_files() -> None:
+    def edit(f: dict) -> None:  # type: ignore[type-arg]
+        files = f["files"]["files"]
+        files.pop(ARGS)
+        files[f"{SRT}/notes.txt"] = {
+            "size": 3,
+            "mtime": 1.0,
+            "mode": "0644",
+            "sha256": "a" * 64,
+            "error": None,
+        }
+
+    got = {c.item: (c.severity, c.old is None) for c in diff_after(edit).changes}
+    assert got == {ARGS: (Severity.medium, False), f"{SRT}/notes.txt": (Severity.low, True)}
+
+
+def test_unhashed_file_says_so() -> None:
+    def edit(f: dict) -> None:  # type: ignore[type-arg]
+        f["files"]["files"][ARGS].update(sha256=None, error="not hashed: too large")
+
+    change = diff_after(edit).changes[0]
+    assert change.severity is Severity.low and "too large" in change.explanation
