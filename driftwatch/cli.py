@@ -99,6 +99,25 @@ def show(
     return run_show(ref, json_out=json_out, config_path=config, store_path=store)
 
 
+@app.command()
+def diff(
+    old: Annotated[str, typer.Argument(metavar="OLD", help="REF of the good state, e.g. gpu01@good.")],
+    new: Annotated[str, typer.Argument(metavar="NEW", help="REF of the state to explain, e.g. gpu01@latest.")],
+    json_out: JsonOpt = False,
+    markdown: Annotated[bool, typer.Option("--markdown", help="Markdown, for pasting into an issue.")] = False,
+    all_: Annotated[bool, typer.Option("--all", help="Also show volatile readings (temperature, clocks, uptime...).")] = False,
+    config: ConfigOpt = None,
+    store: StoreOpt = None,
+) -> int:
+    """Explain what changed from OLD to NEW, most likely cause first.
+
+    Exit 0 no drift, 2 drift, 1 error. Works across hosts too (with a warning).
+    """
+    from driftwatch.commands.diff import run_diff
+
+    return run_diff(old, new, json_out=json_out, markdown=markdown, include_volatile=all_, config_path=config, store_path=store)
+
+
 def main(argv: list[str] | None = None) -> int:
     command = typer.main.get_command(app)
     try:

@@ -45,7 +45,7 @@ class ProbeContext:
         """
         result = self.transport.run(script, timeout=self.timeout, stdin=stdin)
         if result.timed_out:
-            raise ProbeTimeout(f"timed out after {self.timeout:g}s: {_first_line(script)}")
+            raise ProbeTimeout(f"timed out after {self.timeout:g}s")
         if check and result.exit_code != 0:
             detail = result.error_text.splitlines()[-1:] or [f"exit {result.exit_code}"]
             raise ProbeError(f"{_first_line(script)}: {detail[0]}")

@@ -1,0 +1,82 @@
+"""The diff report in three forms that say the same thing: terminal, Markdown, JSON."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from driftwatch.diff import Change, DiffResult, Severity
+from driftwatch.report.safe import clean
+
+SEVERITY_STYLE = {
+    Severity.critical: "bold white on red",
+    Severity.high: "bold red",
+    Severity.medium: "yellow",
+    Severity.low: "cyan",
+    Severity.info: "dim",
+}
+
+
+def headline(result: DiffResult) -> str:
+    """`7 changes; most likely cause: …` or `no drift`."""
+    summary = result.summary
+    if not result.changes:
+        return "no drift"
+    noun = "change" if summary["total"] == 1 else "changes"
+    return f"{summary['total']} {noun}; most likely cause: {summary['most_likely_cause']}"
+
+
+def sides(result: DiffResult) -> str:
+    old, new = result.summary["old"], result.summary["new"]
+    return f"{_side(old)} → {_side(new)}"
+
+
+def _side(side: dict[str, Any]) -> str:
+    labels = f" [{', '.join(side['labels'])}]" if side.get("labels") else ""
+    return f"{side['host']} {side['taken_at'][:19].replace('T', ' ')}{labels}"
+
+
+def by_severity(changes: list[Change]) -> list[tuple[Severity, list[Change]]]:
+    groups: dict[Severity, list[Change]] = {}
+    for change in changes:
+        groups.setdefault(change.severity, []).append(change)
+    return sorted(groups.items(), key=lambda item: -item[0].rank)
+
+
+def print_terminal(console: Console, result: DiffResult) -> None:
+    console.print(Text(clean(headline(result)), style="bold"))
+    console.print(Text(clean(sides(result)), style="dim"))
+    for severity, changes in by_severity(result.changes):
+        console.print()
+        console.print(Text(f" {severity.value.upper()} ({len(changes)}) ", style=SEVERITY_STYLE[severity]))
+        for change in changes:
+            line = Text("  ")
+            line.append(f"{change.category:<11} ", style="bold")
+            line.append(clean(change.explanation))
+            console.print(line)
+
+
+def render_markdown(result: DiffResult) -> str:
+    lines = [f"**driftwatch:** {_md(headline(result))}", "", f"_{_md(sides(result))}_"]
+    if result.changes:
+        lines += ["", "| severity | category | item | change |", "|---|---|---|---|"]
+        for change in result.changes:
+            lines.append(
+                f"| {change.severity.value} | {change.category} | {_cell(change.item)} | {_cell(change.explanation)} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+
+
+def _md(text: object) -> str:
+    """Host text printed literally in Markdown: no links, HTML or emphasis from a host."""
+    return _MD_SPECIAL.sub(r"\\\1", clean(text))
+
+
+def _cell(text: object) -> str:
+    return _md(text).replace("\n", " ")
