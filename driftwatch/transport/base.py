@@ -10,10 +10,14 @@ from typing import Protocol
 # exhaust the collector's memory. 8 MiB holds `pip`-sized outputs of big environments.
 DEFAULT_MAX_OUTPUT = 8 * 1024 * 1024
 
-# Exit status of GNU `timeout` when it had to stop the command.
-TIMEOUT_EXIT = 124
-# Extra seconds the collector waits beyond the remote deadline before giving up itself.
-CLIENT_GRACE = 2.0
+# Exit statuses of GNU `timeout` when it had to stop the command: 124 after SIGTERM,
+# 137 (128 + SIGKILL) when `-k` had to escalate because the command ignored SIGTERM.
+TIMEOUT_EXITS = frozenset({124, 137})
+# Seconds the target's `timeout` waits after SIGTERM before SIGKILL.
+KILL_AFTER = 2
+# Extra seconds the collector waits beyond the remote deadline before giving up itself:
+# past the SIGKILL escalation, so normally the target reports the timeout itself.
+CLIENT_GRACE = KILL_AFTER + 1.0
 
 
 @dataclass(frozen=True)
@@ -73,7 +77,9 @@ def bounded_script(script: str, timeout: float) -> str:
     GNU ``timeout`` puts the command in its own process group and signals the whole group,
     so a hung ``nvidia-smi`` and anything it spawned are gone when the deadline passes, even
     if the collector has vanished. ``-k 2`` follows up with SIGKILL for processes in D state
-    that ignore SIGTERM (they die when the kernel lets them).
+    that ignore SIGTERM (they die when the kernel lets them). No ``exec``: ``timeout``
+    kills its own group on escalation, and the shell around it turns that into exit 137
+    (the trailing ``exit $?`` keeps bash and dash from exec-ing ``timeout`` in place).
     """
     seconds = max(1, int(timeout + 0.999))
-    return f"exec timeout -k 2 {seconds} sh -c {shlex.quote(script)}"
+    return f"timeout -k {KILL_AFTER} {seconds} sh -c {shlex.quote(script)}; exit $?"

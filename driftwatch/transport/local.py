@@ -11,7 +11,7 @@ from typing import IO
 from driftwatch.transport.base import (
     CLIENT_GRACE,
     DEFAULT_MAX_OUTPUT,
-    TIMEOUT_EXIT,
+    TIMEOUT_EXITS,
     CommandResult,
     bounded_script,
 )
@@ -73,7 +73,7 @@ class LocalTransport:
             stdout=out.getvalue(),
             stderr=err.getvalue(),
             exit_code=code,
-            timed_out=timed_out or code == TIMEOUT_EXIT,
+            timed_out=timed_out or code in TIMEOUT_EXITS,
             truncated=out.truncated or err.truncated,
         )
 

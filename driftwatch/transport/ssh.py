@@ -1,0 +1,490 @@
+"""Run commands on a remote host over one SSH connection (paramiko).
+
+One connection per host; every ``run`` opens its own session channel on it, so probes run
+in parallel from threads without paying for a handshake each. paramiko, socket and OS
+errors are translated into :mod:`driftwatch.errors` here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import dataclasses
+import getpass
+import hashlib
+import logging
+import os
+import select
+import socket
+import threading
+import time
+from dataclasses import dataclass
+
+import paramiko
+
+from driftwatch.errors import AuthError, ConnectError, DriftwatchError, HostKeyError, UserError
+from driftwatch.transport.base import (
+    CLIENT_GRACE,
+    DEFAULT_MAX_OUTPUT,
+    TIMEOUT_EXITS,
+    CommandResult,
+    bounded_script,
+)
+from driftwatch.transport.bounded import BoundedBuffer
+
+DEFAULT_SSH_CONFIG = "~/.ssh/config"
+DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
+SSH_PORT = 22
+# OpenSSH allows 10 sessions per connection (MaxSessions). Stay below it: a channel we
+# closed at our deadline keeps its server-side slot until the remote command has exited.
+MAX_CHANNELS = 8
+# A longer ProxyJump chain is almost surely a loop in the ssh config (`Host *` + ProxyJump).
+MAX_JUMPS = 4
+_CHUNK = 65536
+# select() wakes on output and on close; these caps only bound how late we notice the rest
+# (exit status without close, window space for stdin, the deadline).
+_IDLE_WAIT = 0.5
+_STDIN_WAIT = 0.02
+
+_ChannelErrors = (paramiko.SSHException, OSError, EOFError)
+
+# paramiko logs every failed handshake with a traceback at ERROR; with no logging set up,
+# Python would print it to stderr. We report those failures ourselves, as one line.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+
+
+@dataclass(frozen=True)
+class _Endpoint:
+    label: str  # as the user wrote it: an alias or [user@]host[:port]
+    host: str  # what we connect to (HostName)
+    port: int
+    user: str
+    key_files: tuple[str, ...]
+    known_hosts: tuple[str, ...]  # the first one is where new keys are written
+    jump: str | None  # ProxyJump value, comma-separated hops
+
+    @property
+    def address(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host  # IPv6
+        return f"{self.user}@{host}:{self.port}"
+
+    @property
+    def display(self) -> str:
+        return self.address if self.label in (self.host, self.address) else f"{self.label} ({self.address})"
+
+    @property
+    def host_key_name(self) -> str:
+        # The name OpenSSH and paramiko file the key under in known_hosts.
+        return self.host if self.port == SSH_PORT else f"[{self.host}]:{self.port}"
+
+
+@dataclass(frozen=True)
+class _Options:
+    config: paramiko.SSHConfig
+    known_hosts_path: str | None
+    accept_new_host_key: bool
+    connect_timeout: float
+
+
+class SshTransport:
+    """One SSH connection to a host; each :meth:`run` is a new session channel on it."""
+
+    def __init__(self, clients: list[paramiko.SSHClient], *, name: str, address: str, via: str | None) -> None:
+        self._clients = clients  # the target's client first, then the jump hosts under it
+        self.name = name
+        self.address = address
+        self.via = via  # address of the ProxyJump host next to the target, if any
+        self._slots = threading.BoundedSemaphore(MAX_CHANNELS)
+
+    @classmethod
+    def connect(
+        cls,
+        destination: str,
+        *,
+        connect_timeout: float = 10,
+        ssh_config_path: str | None = None,
+        known_hosts_path: str | None = None,
+        accept_new_host_key: bool = False,
+        port: int | None = None,
+        user: str | None = None,
+        key_filename: str | None = None,
+    ) -> SshTransport:
+        """Connect to ``[user@]host[:port]`` or an ssh config alias.
+
+        Explicit arguments beat the destination string, which beats the ssh config.
+        Raises ConnectError, AuthError, HostKeyError, or UserError for bad input.
+        """
+        options = _Options(_load_config(ssh_config_path), known_hosts_path, accept_new_host_key, connect_timeout)
+        target = _resolve(destination, options, port=port, user=user, key_filename=key_filename)
+        chain = _open_chain(target, options, depth=0)
+        via = chain[1][1].address if len(chain) > 1 else None
+        return cls([client for client, _ in chain], name=destination, address=target.address, via=via)
+
+    def run(
+        self,
+        script: str,
+        *,
+        timeout: float,
+        stdin: bytes | None = None,
+        max_output: int = DEFAULT_MAX_OUTPUT,
+    ) -> CommandResult:
+        deadline = time.monotonic() + timeout + CLIENT_GRACE
+        out, err = BoundedBuffer(max_output), BoundedBuffer(max_output)
+        # Waiting for a free channel counts against the deadline: callers rely on run()
+        # returning within timeout + grace however many probes share the connection.
+        if not self._slots.acquire(timeout=max(timeout, 0.0)):
+            return _failed(out, err, f"no free SSH channel on {self.address} within {timeout:g}s", timed_out=True)
+        try:
+            remote_timeout = max(deadline - CLIENT_GRACE - time.monotonic(), 0.0)
+            return self._run_channel(bounded_script(script, remote_timeout), stdin, out, err, deadline)
+        finally:
+            self._slots.release()
+
+    def close(self) -> None:
+        clients, self._clients = self._clients, []
+        for client in clients:
+            client.close()
+
+    def __enter__(self) -> SshTransport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _run_channel(
+        self, command: str, stdin: bytes | None, out: BoundedBuffer, err: BoundedBuffer, deadline: float
+    ) -> CommandResult:
+        clients = self._clients  # one read: close() may empty it from another thread
+        transport = clients[0].get_transport() if clients else None
+        if transport is None or not transport.is_active():
+            return _failed(out, err, f"connection to {self.address} is closed")
+        try:
+            channel = transport.open_session(timeout=max(deadline - time.monotonic(), 0.1))
+        except _ChannelErrors as exc:
+            return _failed(out, err, f"cannot open an SSH session on {self.address}: {_reason(exc)}")
+        try:
+            channel.exec_command(command)
+            if not _pump(channel, stdin, out, err, deadline):
+                return CommandResult(
+                    out.getvalue(), err.getvalue(), None, timed_out=True, truncated=out.truncated or err.truncated
+                )
+            code = channel.recv_exit_status()  # ready: _pump saw it
+        except _ChannelErrors as exc:
+            return _failed(out, err, f"connection to {self.address} lost: {_reason(exc)}")
+        finally:
+            # Closing is best effort: on a dead connection there is nobody to tell.
+            with contextlib.suppress(*_ChannelErrors):
+                channel.close()
+        if code < 0:  # paramiko's "no exit-status": the channel closed without one
+            # A dying transport closes its channels just before it clears is_active(): give
+            # its thread a moment to finish (a live one costs this wait only on this rare path).
+            transport.join(0.5)
+            if not transport.is_active():
+                return _failed(out, err, f"connection to {self.address} lost")
+            return _failed(out, err, "remote command ended without an exit status (killed by a signal?)")
+        return CommandResult(
+            out.getvalue(),
+            err.getvalue(),
+            code,
+            timed_out=code in TIMEOUT_EXITS,
+            truncated=out.truncated or err.truncated,
+        )
+
+
+def _pump(
+    channel: paramiko.Channel, stdin: bytes | None, out: BoundedBuffer, err: BoundedBuffer, deadline: float
+) -> bool:
+    """Feed stdin and drain output until the exit status; False when the deadline passed first.
+
+    stdin is sent in window-sized pieces between reads, never with a blocking sendall: a
+    command that writes a lot before reading its input would otherwise deadlock with us.
+    """
+    pending = stdin or b""
+    sent = 0
+    if not pending:
+        channel.shutdown_write()
+    # Data precedes exit-status on the wire, so once the status is in, all output is buffered.
+    while not (channel.exit_status_ready() and not channel.recv_ready() and not channel.recv_stderr_ready()):
+        if channel.recv_ready():
+            out.feed(channel.recv(_CHUNK))
+        if channel.recv_stderr_ready():
+            err.feed(channel.recv_stderr(_CHUNK))
+        if sent < len(pending) and channel.send_ready():
+            try:
+                sent += channel.send(pending[sent : sent + _CHUNK])
+            except OSError:  # the command closed its stdin or exited: the rest is not wanted
+                sent = len(pending)
+            if sent == len(pending):
+                with contextlib.suppress(*_ChannelErrors):
+                    channel.shutdown_write()
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        select.select([channel], [], [], min(left, _STDIN_WAIT if sent < len(pending) else _IDLE_WAIT))
+    return True
+
+
+def _failed(out: BoundedBuffer, err: BoundedBuffer, note: str, *, timed_out: bool = False) -> CommandResult:
+    # A failed command is a result, not an exception: other probes on the connection go on.
+    text = err.getvalue()
+    if text and not text.endswith(b"\n"):
+        text += b"\n"
+    return CommandResult(
+        out.getvalue(),
+        text + note.encode() + b"\n",
+        None,
+        timed_out=timed_out,
+        truncated=out.truncated or err.truncated,
+    )
+
+
+# -- connecting ---------------------------------------------------------------------------
+
+
+def _load_config(path: str | None) -> paramiko.SSHConfig:
+    full = os.path.expanduser(path or DEFAULT_SSH_CONFIG)
+    if not os.path.exists(full):
+        if path is not None:
+            raise UserError(f"ssh config {full} does not exist")
+        return paramiko.SSHConfig()
+    try:
+        return paramiko.SSHConfig.from_path(full)
+    except (OSError, UnicodeDecodeError, paramiko.ConfigParseError) as exc:
+        raise UserError(f"cannot read ssh config {full}: {_reason(exc)}") from exc
+
+
+def _parse_destination(destination: str) -> tuple[str | None, str, int | None]:
+    """Split ``[user@]host[:port]`` (IPv6 as ``[addr]:port``) into its parts."""
+    user, at, rest = destination.rpartition("@")
+    host, port_text = rest, ""
+    if rest.startswith("["):
+        host, _, tail = rest[1:].partition("]")
+        if tail and not tail.startswith(":"):
+            host = ""
+        port_text = tail[1:]
+    elif rest.count(":") == 1:
+        host, _, port_text = rest.partition(":")
+    if not host or (at and not user) or (port_text == "" and rest.endswith(":")):
+        raise UserError(f"bad SSH destination {destination!r}: expected [user@]host[:port] or an ssh config alias")
+    port = _parse_port(port_text, destination) if port_text else None
+    return (user if at else None), host, port
+
+
+def _parse_port(text: str, where: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = 0
+    if not 0 < port < 65536:
+        raise UserError(f"bad SSH port {text!r} in {where!r}")
+    return port
+
+
+def _resolve(
+    destination: str,
+    options: _Options,
+    *,
+    port: int | None = None,
+    user: str | None = None,
+    key_filename: str | None = None,
+) -> _Endpoint:
+    dest_user, alias, dest_port = _parse_destination(destination)
+    try:
+        found = options.config.lookup(alias)
+    except (paramiko.SSHException, OSError, ValueError) as exc:  # Match exec, canonicalization
+        raise UserError(f"ssh config lookup for {alias!r} failed: {_reason(exc)}") from exc
+    if found.get("proxycommand"):
+        raise UserError(f"{destination}: ProxyCommand in the ssh config is not supported; use ProxyJump")
+    keys = [key_filename] if key_filename else []
+    keys += [path for path in found.get("identityfile", []) if path not in keys]
+    if options.known_hosts_path:
+        known_hosts = [options.known_hosts_path]
+    else:
+        known_hosts = found.get("userknownhostsfile", DEFAULT_KNOWN_HOSTS).split()
+    jump = found.get("proxyjump")
+    return _Endpoint(
+        label=destination,
+        host=found.get("hostname", alias),
+        port=port or dest_port or _parse_port(found.get("port", str(SSH_PORT)), destination),
+        user=user or dest_user or found.get("user") or getpass.getuser(),
+        key_files=tuple(os.path.expanduser(path) for path in keys),
+        known_hosts=tuple(os.path.expanduser(path) for path in known_hosts),
+        jump=None if jump is None or jump.lower() == "none" else jump,
+    )
+
+
+def _open_chain(target: _Endpoint, options: _Options, depth: int) -> list[tuple[paramiko.SSHClient, _Endpoint]]:
+    """Connect to ``target``, through its ProxyJump hosts if it has any; target first."""
+    if target.jump is None:
+        return [(_open_client(target, None, options), target)]
+    if depth >= MAX_JUMPS:
+        raise UserError(f"{target.display}: ProxyJump chain longer than {MAX_JUMPS} hops (a loop in the ssh config?)")
+    hops = [hop.strip() for hop in target.jump.split(",") if hop.strip()]
+    if not hops:
+        raise UserError(f"{target.display}: empty ProxyJump in the ssh config")
+    # `ProxyJump a,b` reaches b through a; explicit port/user/key apply to the target only.
+    jump = _resolve(hops[-1], options)
+    if len(hops) > 1:
+        jump = dataclasses.replace(jump, jump=",".join(hops[:-1]))
+    chain = _open_chain(jump, options, depth + 1)
+    try:
+        jump_transport = chain[0][0].get_transport()
+        try:
+            if jump_transport is None:
+                raise EOFError("connection to the jump host closed")
+            tunnel = jump_transport.open_channel(
+                "direct-tcpip", (target.host, target.port), ("127.0.0.1", 0), timeout=options.connect_timeout
+            )
+        except _ChannelErrors as exc:
+            raise ConnectError(
+                f"{target.display}: jump host {jump.address} cannot reach {target.host}:{target.port}: {_reason(exc)}"
+            ) from exc
+        return [(_open_client(target, tunnel, options), target), *chain]
+    except BaseException:
+        for client, _ in chain:
+            client.close()
+        raise
+
+
+def _open_client(target: _Endpoint, sock: paramiko.Channel | None, options: _Options) -> paramiko.SSHClient:
+    client = paramiko.SSHClient()
+    for path in target.known_hosts:
+        if os.path.exists(path):
+            try:
+                _load_known_hosts(client.get_host_keys(), path)
+            except OSError as exc:
+                raise HostKeyError(f"cannot read known_hosts file {path}: {_reason(exc)}") from exc
+    client.set_missing_host_key_policy(_NewHostKeyPolicy(target, options.accept_new_host_key))
+    deadline = time.monotonic() + options.connect_timeout
+    # paramiko raises a bare FileNotFoundError for a missing key file; OpenSSH skips it.
+    keys = [path for path in target.key_files if os.path.isfile(path)]
+    connection: socket.socket | paramiko.Channel | None = sock
+    try:
+        if connection is None:
+            connection = socket.create_connection((target.host, target.port), timeout=options.connect_timeout)
+            # SSH sends small request/reply packets; Nagle + delayed ACK adds ~40 ms to each.
+            connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # Each later phase (banner, key exchange, auth) gets what is left of the budget.
+        left = max(deadline - time.monotonic(), 0.1)
+        client.connect(
+            target.host,
+            port=target.port,
+            username=target.user,
+            key_filename=keys or None,  # type: ignore[arg-type]  # a list works; the stub says str
+            sock=connection,
+            timeout=left,
+            banner_timeout=left,
+            auth_timeout=left,
+            channel_timeout=left,
+            allow_agent=bool(os.environ.get("SSH_AUTH_SOCK")),
+        )
+    except BaseException as exc:
+        client.close()
+        if connection is not None:
+            connection.close()
+        if isinstance(exc, DriftwatchError) or not isinstance(exc, Exception):
+            raise
+        out_of_time = time.monotonic() >= deadline - 0.05  # paramiko times phases on time.time()
+        raise _translate(exc, target, options.connect_timeout, out_of_time) from exc
+    return client
+
+
+def _translate(exc: Exception, target: _Endpoint, connect_timeout: float, out_of_time: bool) -> DriftwatchError:
+    where = target.display
+    if isinstance(exc, paramiko.BadHostKeyException):
+        return HostKeyError(
+            f"host key for {where} has CHANGED: the server sent {_describe(exc.key)}, known_hosts "
+            f"({target.known_hosts[0]}) has {_describe(exc.expected_key)}; refusing to connect "
+            f"(possible man-in-the-middle). If the host was reinstalled, remove the old key with "
+            f"`ssh-keygen -R '{target.host_key_name}' -f {target.known_hosts[0]}`"
+        )
+    if isinstance(exc, paramiko.SSHException) and "banner" in str(exc):
+        if isinstance(exc.__context__, EOFError):
+            return ConnectError(f"{where}: connection closed before the SSH greeting (not an SSH server?)")
+        return ConnectError(f"{where}: no SSH greeting within {connect_timeout:g}s")
+    if out_of_time:
+        # Whichever phase ran out (paramiko's own wording varies: "No existing session",
+        # "Authentication timeout"), the cause is the deadline.
+        return ConnectError(f"{where}: SSH handshake did not finish within {connect_timeout:g}s")
+    if isinstance(exc, paramiko.AuthenticationException):
+        return AuthError(f"{where}: authentication failed for user {target.user!r} ({_reason(exc)})")
+    if isinstance(exc, paramiko.SSHException) and "No authentication methods available" in str(exc):
+        return AuthError(f"{where}: no SSH key to log in with (set IdentityFile or start ssh-agent)")
+    if isinstance(exc, socket.gaierror):
+        return ConnectError(f"{where}: cannot resolve host {target.host!r} ({_reason(exc)})")
+    if isinstance(exc, TimeoutError):
+        return ConnectError(f"{where}: no answer within {connect_timeout:g}s")
+    if isinstance(exc, ConnectionRefusedError):
+        return ConnectError(f"{where}: connection refused")
+    return ConnectError(f"{where}: cannot connect: {_reason(exc)}")
+
+
+class _NewHostKeyPolicy(paramiko.MissingHostKeyPolicy):
+    """Refuse unknown host keys, or with accept_new append them to known_hosts (never replace)."""
+
+    def __init__(self, target: _Endpoint, accept_new: bool) -> None:
+        self.target = target
+        self.accept_new = accept_new
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        path = self.target.known_hosts[0]
+        if not self.accept_new:
+            raise HostKeyError(
+                f"unknown host key for {self.target.display} ({_describe(key)}); to trust it run "
+                f"`ssh-keyscan -p {self.target.port} {self.target.host} >> {_home_short(path)}`, "
+                f"or use --accept-new-host-key (accept_new_host_key = true in the config)"
+            )
+        try:
+            _append_known_host(path, hostname, key)
+        except OSError as exc:
+            raise HostKeyError(f"cannot save the host key of {self.target.display} to {path}: {_reason(exc)}") from exc
+
+
+def _load_known_hosts(keys: paramiko.HostKeys, path: str) -> None:
+    # paramiko's HostKeys.load gives up on the first line it cannot decode; OpenSSH skips it.
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for number, raw in enumerate(handle, 1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            try:
+                entry = paramiko.hostkeys.HostKeyEntry.from_line(line, number)
+            except Exception:  # any malformed line: skipped, like OpenSSH does
+                continue
+            if entry is not None:  # None: a key type paramiko does not know
+                for name in entry.hostnames:
+                    keys.add(name, entry.key.get_name(), entry.key)
+
+
+def _append_known_host(path: str, name: str, key: paramiko.PKey) -> None:
+    # Append rather than rewrite (as paramiko's save_host_keys does): keeps comments,
+    # hashed entries and @cert-authority lines paramiko cannot parse.
+    directory = os.path.dirname(path)
+    if directory:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+    with open(path, "a+b") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        newline = b""
+        if size:
+            handle.seek(size - 1)
+            newline = b"" if handle.read(1) == b"\n" else b"\n"
+        handle.write(newline + f"{name} {key.get_name()} {key.get_base64()}\n".encode())
+
+
+def _describe(key: paramiko.PKey) -> str:
+    digest = base64.b64encode(hashlib.sha256(key.asbytes()).digest()).decode().rstrip("=")
+    return f"{key.get_name()} SHA256:{digest}"
+
+
+def _home_short(path: str) -> str:
+    home = os.path.expanduser("~")
+    return "~" + path[len(home) :] if path.startswith(home + os.sep) else path
+
+
+def _reason(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) if str(exc) else ""
+    if isinstance(exc, paramiko.ChannelException) and exc.text:
+        text = exc.text
+    elif isinstance(exc, OSError) and exc.strerror:
+        text = exc.strerror
+    return text or type(exc).__name__

@@ -1,0 +1,197 @@
+"""A throwaway OpenSSH server on 127.0.0.1 for tests that need a real SSH peer.
+
+Everything lives in one temp directory: host key, client key, authorized_keys, a
+known_hosts that trusts the host key, and an ssh config with two aliases:
+
+    testhost   HostName 127.0.0.1, Port, User, IdentityFile, UserKnownHostsFile
+    jumped     the same server reached through `ProxyJump testhost`
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from driftwatch.transport.ssh import SshTransport
+
+SSHD_CANDIDATES = ("/usr/sbin/sshd", "/usr/local/sbin/sshd")
+START_TIMEOUT = 15.0
+
+
+def find_sshd() -> str | None:
+    # sshd re-executes itself and insists on an absolute path.
+    for path in SSHD_CANDIDATES:
+        if os.access(path, os.X_OK):
+            return path
+    found = shutil.which("sshd")
+    return os.path.abspath(found) if found else None
+
+
+def free_port() -> int:
+    """A port nothing listens on right now (the kernel's pick for an ephemeral bind)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def keygen(path: Path) -> Path:
+    """A new passphrase-less ed25519 key at ``path`` (and ``path``.pub)."""
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "driftwatch-test", "-f", str(path)],
+        check=True,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+    )
+    return path
+
+
+def public_key(path: Path) -> str:
+    """``TYPE BASE64`` of the key at ``path``, without the comment."""
+    kind, blob = Path(f"{path}.pub").read_text().split()[:2]
+    return f"{kind} {blob}"
+
+
+@dataclass
+class Sshd:
+    host: str
+    port: int
+    user: str
+    key_path: str  # the client key sshd accepts
+    known_hosts_path: str  # trusts the server's host key as [127.0.0.1]:PORT
+    ssh_config_path: str
+    host_public_key: str  # "ssh-ed25519 AAAA..."
+    workdir: Path
+    log_path: Path
+    _process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def destination(self) -> str:
+        return f"{self.user}@{self.host}:{self.port}"
+
+    @property
+    def known_hosts_line(self) -> str:
+        return f"[{self.host}]:{self.port} {self.host_public_key}"
+
+    def transport(self, destination: str | None = None, **kw: Any) -> SshTransport:
+        """A connected SshTransport; keyword arguments override the fixture's files."""
+        kw.setdefault("ssh_config_path", self.ssh_config_path)
+        kw.setdefault("known_hosts_path", self.known_hosts_path)
+        kw.setdefault("key_filename", self.key_path)
+        kw.setdefault("connect_timeout", 10)
+        return SshTransport.connect(destination or self.destination, **kw)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+
+
+def start_sshd(workdir: Path, sshd: str) -> Sshd:
+    workdir.mkdir(parents=True, exist_ok=True)
+    host_key = keygen(workdir / "host_ed25519")
+    client_key = keygen(workdir / "client_ed25519")
+    authorized = workdir / "authorized_keys"
+    authorized.write_text(public_key(client_key) + "\n")
+    # Privilege separation directory; missing in fresh containers. Only root can create it,
+    # and only root-run sshd needs it.
+    if os.geteuid() == 0:
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+    user = getpass.getuser()
+    last_error = ""
+    for _ in range(3):  # the free port can be taken between our probe and sshd's bind
+        port = free_port()
+        server = _launch(workdir, sshd, host_key, client_key, authorized, user, port)
+        error = _wait_ready(server)
+        if not error:
+            return server
+        server.stop()
+        last_error = error
+    raise RuntimeError(f"sshd did not start: {last_error}")
+
+
+def _launch(workdir: Path, sshd: str, host_key: Path, client_key: Path, authorized: Path, user: str, port: int) -> Sshd:
+    config = workdir / "sshd_config"
+    config.write_text(
+        f"""\
+Port {port}
+ListenAddress 127.0.0.1
+HostKey {host_key}
+PidFile {workdir / "sshd.pid"}
+AuthorizedKeysFile {authorized}
+StrictModes no
+UsePAM no
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+AllowTcpForwarding yes
+MaxSessions 10
+MaxStartups 50:30:100
+LogLevel VERBOSE
+"""
+    )
+    known_hosts = workdir / "known_hosts"
+    known_hosts.write_text(f"[127.0.0.1]:{port} {public_key(host_key)}\n")
+    ssh_config = workdir / "ssh_config"
+    common = f"""\
+    HostName 127.0.0.1
+    Port {port}
+    User {user}
+    IdentityFile {client_key}
+    UserKnownHostsFile {known_hosts}
+"""
+    ssh_config.write_text(f"Host testhost\n{common}\nHost jumped\n{common}    ProxyJump testhost\n")
+    log_path = workdir / f"sshd-{port}.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [sshd, "-D", "-e", "-f", str(config)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # a Ctrl-C in pytest reaches us, not sshd mid-test
+        )
+    return Sshd(
+        host="127.0.0.1",
+        port=port,
+        user=user,
+        key_path=str(client_key),
+        known_hosts_path=str(known_hosts),
+        ssh_config_path=str(ssh_config),
+        host_public_key=public_key(host_key),
+        workdir=workdir,
+        log_path=log_path,
+        _process=process,
+    )
+
+
+def _wait_ready(server: Sshd) -> str:
+    """'' once sshd sends its banner; otherwise why it never will."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        assert server._process is not None
+        if server._process.poll() is not None:
+            return f"sshd exited with {server._process.returncode}: {server.log().strip()}"
+        try:
+            with socket.create_connection((server.host, server.port), timeout=2) as sock:
+                if sock.recv(4).startswith(b"SSH-"):
+                    return ""
+        except OSError:
+            pass
+        time.sleep(0.05)
+    return f"no SSH banner on port {server.port} within {START_TIMEOUT:g}s: {server.log().strip()}"
