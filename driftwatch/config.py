@@ -39,6 +39,8 @@ class Config(BaseModel):
     timeout: float = Field(default=10.0, gt=0)
     connect_timeout: float = Field(default=10.0, gt=0)
     accept_new_host_key: bool = False
+    ssh_config: str | None = None  # default ~/.ssh/config
+    known_hosts: str | None = None  # default ~/.ssh/known_hosts (or UserKnownHostsFile)
     free_memory_threshold_mib: int = 1024
     watch: WatchSettings = Field(default_factory=WatchSettings)
     hosts: dict[str, HostConfig] = Field(default_factory=dict)

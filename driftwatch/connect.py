@@ -15,5 +15,7 @@ def open_transport(target: Target, config: Config, *, accept_new_host_key: bool 
     return SshTransport.connect(
         target.address,
         connect_timeout=config.connect_timeout,
+        ssh_config_path=config.ssh_config,
+        known_hosts_path=config.known_hosts,
         accept_new_host_key=accept_new_host_key or config.accept_new_host_key,
     )
