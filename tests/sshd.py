@@ -5,6 +5,10 @@ known_hosts that trusts the host key, and an ssh config with two aliases:
 
     testhost   HostName 127.0.0.1, Port, User, IdentityFile, UserKnownHostsFile
     jumped     the same server reached through `ProxyJump testhost`
+
+Sessions get `<workdir>/bin` first on PATH (sshd's SetEnv), holding an `nvidia-smi` that
+replays a real capture: tests choose the capture and make it hang through `fake_env()`,
+since the collector's environment never reaches the remote side.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +27,9 @@ from typing import Any
 from driftwatch.transport.ssh import SshTransport
 
 SSHD_CANDIDATES = ("/usr/sbin/sshd", "/usr/local/sbin/sshd")
+FAKE_NVIDIA_SMI = Path(__file__).parent / "fakes" / "nvidia-smi"
+DEFAULT_CAPTURE = Path(__file__).parent / "fixtures" / "nvidia-smi" / "linux-x86_64__nvidia-h200__590.48.01.txt"
+SESSION_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 START_TIMEOUT = 15.0
 
 
@@ -87,6 +95,15 @@ class Sshd:
         kw.setdefault("connect_timeout", 10)
         return SshTransport.connect(destination or self.destination, **kw)
 
+    @property
+    def fake_env_path(self) -> Path:
+        return self.workdir / "fake.env"
+
+    def fake_env(self, **variables: str) -> None:
+        """Environment for the session's fake nvidia-smi (FAKE_NVIDIA_SMI_HANG=1, ...)."""
+        values = {"FAKE_NVIDIA_SMI_CAPTURE": str(DEFAULT_CAPTURE), **variables}
+        self.fake_env_path.write_text("".join(f"{k}={shlex_quote(v)}\n" for k, v in values.items()))
+
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
@@ -125,8 +142,26 @@ def start_sshd(workdir: Path, sshd: str) -> Sshd:
     raise RuntimeError(f"sshd did not start: {last_error}")
 
 
+def _fake_bin(workdir: Path) -> Path:
+    bin_dir = workdir / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    wrapper = bin_dir / "nvidia-smi"
+    wrapper.write_text(
+        "#!/bin/sh\nset -a\n"
+        f'[ -f {workdir / "fake.env"} ] && . {workdir / "fake.env"}\nset +a\n'
+        f'exec {sys.executable} {FAKE_NVIDIA_SMI} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return bin_dir
+
+
+def shlex_quote(value: str) -> str:
+    return "'" + value.replace("'", "'\\''") + "'"
+
+
 def _launch(workdir: Path, sshd: str, host_key: Path, client_key: Path, authorized: Path, user: str, port: int) -> Sshd:
     config = workdir / "sshd_config"
+    bin_dir = _fake_bin(workdir)
     config.write_text(
         f"""\
 Port {port}
@@ -144,6 +179,7 @@ AllowTcpForwarding yes
 MaxSessions 10
 MaxStartups 50:30:100
 LogLevel VERBOSE
+SetEnv PATH={bin_dir}:{SESSION_PATH}
 """
     )
     known_hosts = workdir / "known_hosts"
