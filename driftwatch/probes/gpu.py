@@ -196,21 +196,28 @@ def build_script(marker: str) -> str:
     fmt = "--format=csv,noheader,nounits"
     # One retry without the optional fields, not one per field: nvidia-smi names only the
     # first unknown field, so peeling them off one by one could take several calls.
+    # The four calls run side by side: on a host where every nvidia-smi call is slow (a
+    # GPU in a bad state), the probe costs one slow call, not four.
     return f"""\
 command -v nvidia-smi >/dev/null 2>&1 || {{ echo "{marker} missing 127"; exit 0; }}
-out=$(nvidia-smi --version 2>&1) || out=$(nvidia-smi 2>&1)
-printf '%s\\n%s\\n' "{marker} version $?" "$out"
-fields={full}
-out=$(nvidia-smi --query-gpu=$fields {fmt} 2>&1); rc=$?
-case "$out" in *"{_UNKNOWN_FIELD}"*)
-  fields={core}
-  out=$(nvidia-smi --query-gpu=$fields {fmt} 2>&1); rc=$? ;;
-esac
-printf '%s\\n%s\\n' "{marker} query-gpu $rc $fields" "$out"
-out=$(nvidia-smi --query-compute-apps={apps} {fmt} 2>&1)
-printf '%s\\n%s\\n' "{marker} compute-apps $?" "$out"
-out=$(nvidia-smi topo -m 2>&1)
-printf '%s\\n%s\\n' "{marker} topo $?" "$out"
+d=$(mktemp -d) || exit 1
+trap 'rm -rf "$d"' EXIT
+trap 'exit 124' TERM INT
+( out=$(nvidia-smi --version 2>&1) || out=$(nvidia-smi 2>&1)
+  printf '%s\\n%s\\n' "{marker} version $?" "$out" >"$d/1" ) &
+( fields={full}
+  out=$(nvidia-smi --query-gpu=$fields {fmt} 2>&1); rc=$?
+  case "$out" in *"{_UNKNOWN_FIELD}"*)
+    fields={core}
+    out=$(nvidia-smi --query-gpu=$fields {fmt} 2>&1); rc=$? ;;
+  esac
+  printf '%s\\n%s\\n' "{marker} query-gpu $rc $fields" "$out" >"$d/2" ) &
+( out=$(nvidia-smi --query-compute-apps={apps} {fmt} 2>&1)
+  printf '%s\\n%s\\n' "{marker} compute-apps $?" "$out" >"$d/3" ) &
+( out=$(nvidia-smi topo -m 2>&1)
+  printf '%s\\n%s\\n' "{marker} topo $?" "$out" >"$d/4" ) &
+wait
+cat "$d/1" "$d/2" "$d/3" "$d/4" 2>/dev/null
 """
 
 
