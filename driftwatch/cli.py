@@ -118,6 +118,73 @@ def diff(
     return run_diff(old, new, json_out=json_out, markdown=markdown, include_volatile=all_, config_path=config, store_path=store)
 
 
+@app.command()
+def check(
+    targets: Annotated[list[str], typer.Argument(metavar="TARGET", help="Hosts or groups to check.", show_default=False)],
+    baseline: Annotated[str, typer.Option("--baseline", metavar="LABEL", help="Diff against the host's newest snapshot with this label.")] = "good",
+    notify: Annotated[Optional[list[str]], typer.Option("--notify", metavar="DEST", help="https://… webhook (JSON with a `text` field) or cmd:PATH (JSON on stdin). Repeatable.")] = None,
+    textfile: Annotated[Optional[str], typer.Option("--textfile", metavar="DIR", help="Write DIR/driftwatch_<host>.prom for node_exporter's textfile collector.")] = None,
+    json_out: JsonOpt = False,
+    markdown: Annotated[bool, typer.Option("--markdown", help="Markdown report.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing when there is no drift (cron mails only on drift).")] = False,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", help="Per-probe deadline in seconds.", min=0.1)] = None,
+    parallel: Annotated[int, typer.Option("--parallel", metavar="N", help="Hosts checked at once.", min=1)] = 32,
+    accept_new_host_key: Annotated[bool, typer.Option("--accept-new-host-key", help="Trust and save the key of a host not yet in known_hosts.")] = False,
+    config: ConfigOpt = None,
+    store: StoreOpt = None,
+) -> int:
+    """Snapshot now, diff against the baseline, alert once per new drift (for cron).
+
+    Exit 0 no drift, 2 drift, 1 error (unreachable, no baseline yet). Notifications go
+    out when the drift is new or different, and once more when it is resolved.
+    """
+    from pathlib import Path
+
+    from driftwatch.commands.check import CheckRequest, run_check
+    from driftwatch.config import load_config
+
+    request = CheckRequest(
+        baseline=baseline,
+        timeout=timeout or load_config(config).timeout,
+        notify=notify or [],
+        textfile=Path(textfile) if textfile else None,
+        accept_new_host_key=accept_new_host_key,
+    )
+    return run_check(
+        targets, request=request, json_out=json_out, markdown=markdown, quiet=quiet, parallel=parallel,
+        config_path=config, store_path=store,
+    )
+
+
+@app.command()
+def label(
+    ref: Annotated[str, typer.Argument(metavar="REF", help="The snapshot, e.g. gpu01@latest.")],
+    name: Annotated[str, typer.Argument(metavar="LABEL", help="The label, e.g. good.")],
+    remove: Annotated[bool, typer.Option("--remove", help="Remove the label instead of adding it.")] = False,
+    config: ConfigOpt = None,
+    store: StoreOpt = None,
+) -> int:
+    """Add (or --remove) a label on a stored snapshot, e.g. after confirming a run was good."""
+    from driftwatch.commands.manage import run_label
+
+    return run_label(ref, name, remove=remove, config_path=config, store_path=store)
+
+
+@app.command()
+def prune(
+    hosts: Annotated[Optional[list[str]], typer.Argument(metavar="[HOST]...", help="Hosts to prune (default: all).")] = None,
+    keep: Annotated[Optional[int], typer.Option("--keep", metavar="N", help="Keep the newest N snapshots per host.", min=1)] = None,
+    keep_days: Annotated[Optional[float], typer.Option("--keep-days", metavar="D", help="Keep snapshots younger than D days.", min=0)] = None,
+    json_out: JsonOpt = False,
+    config: ConfigOpt = None,
+    store: StoreOpt = None,
+) -> int:
+    """Delete old unlabelled snapshots. Labelled snapshots and each host's newest are never deleted."""
+    from driftwatch.commands.manage import run_prune
+
+    return run_prune(hosts or [], keep=keep, keep_days=keep_days, json_out=json_out, config_path=config, store_path=store)
+
+
 def main(argv: list[str] | None = None) -> int:
     command = typer.main.get_command(app)
     try:

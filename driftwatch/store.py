@@ -59,6 +59,9 @@ class SnapshotStore:
         finally:
             os.unlink(tmp)
 
+    def host_dir(self, host: str) -> Path:
+        return self.root / host_dir_name(host)
+
     def rewrite(self, path: Path, snapshot: Snapshot) -> None:
         """Replace an existing snapshot file atomically (e.g. to change its labels)."""
         tmp = _write_temp(path.parent, snapshot.model_dump_json(indent=1).encode())
@@ -68,12 +71,15 @@ class SnapshotStore:
     def hosts(self) -> list[str]:
         if not self.root.is_dir():
             return []
-        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and any(p.glob("*.json")))
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and self.paths(p.name))
 
     def paths(self, host: str) -> list[Path]:
         """Snapshot files of ``host``, oldest first."""
         folder = self.root / host_dir_name(host)
-        return sorted(folder.glob("*.json")) if folder.is_dir() else []
+        if not folder.is_dir():
+            return []
+        # Dot files are ours but not snapshots: locks, alert state, temp files.
+        return sorted(p for p in folder.glob("*.json") if not p.name.startswith("."))
 
     def latest(self, host: str) -> StoredSnapshot | None:
         paths = self.paths(host)

@@ -17,7 +17,7 @@ from driftwatch.model import ProbeStatus, Snapshot
 from driftwatch.probes.registry import DEFAULT_PROBES
 from driftwatch.report.safe import clean
 from driftwatch.report.snapshots import print_stored
-from driftwatch.store import SnapshotStore
+from driftwatch.store import SnapshotStore, StoredSnapshot
 
 EXIT_OK, EXIT_ERROR, EXIT_PARTIAL = 0, 1, 3
 
@@ -30,6 +30,7 @@ class HostOutcome:
     snapshot: Snapshot | None = None
     path: Path | None = None
     error: str | None = None
+    previous: StoredSnapshot | None = None  # the host's latest snapshot before this one
 
     @property
     def exit_code(self) -> int:
@@ -38,7 +39,7 @@ class HostOutcome:
         return EXIT_OK if self.snapshot.complete else EXIT_PARTIAL
 
 
-def snapshot_host(
+def take_snapshot(
     target: Target,
     config: Config,
     store: SnapshotStore,
@@ -47,6 +48,7 @@ def snapshot_host(
     labels: list[str],
     accept_new_host_key: bool = False,
 ) -> HostOutcome:
+    """Connect and collect; nothing is stored yet (the caller decides how)."""
     try:
         transport = open_transport(target, config, accept_new_host_key=accept_new_host_key)
     except TransportError as exc:
@@ -64,7 +66,24 @@ def snapshot_host(
     if all(r.status in (ProbeStatus.error, ProbeStatus.timeout) for r in snap.probes.values()):
         reasons = "; ".join(f"{n}: {r.error}" for n, r in snap.probes.items())
         return HostOutcome(target, error=f"nothing collected ({reasons})")
-    return HostOutcome(target, snapshot=snap, path=store.save(snap))
+    return HostOutcome(target, snapshot=snap, previous=previous)
+
+
+def snapshot_host(
+    target: Target,
+    config: Config,
+    store: SnapshotStore,
+    *,
+    timeout: float,
+    labels: list[str],
+    accept_new_host_key: bool = False,
+) -> HostOutcome:
+    outcome = take_snapshot(
+        target, config, store, timeout=timeout, labels=labels, accept_new_host_key=accept_new_host_key
+    )
+    if outcome.snapshot is not None:
+        outcome.path = store.save(outcome.snapshot)
+    return outcome
 
 
 def collect_many(

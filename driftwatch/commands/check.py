@@ -1,0 +1,168 @@
+"""`driftwatch check`: snapshot now, diff against the baseline, alert once per new drift."""
+
+from __future__ import annotations
+
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+from filelock import Timeout as LockTimeout
+from rich.text import Text
+
+from driftwatch.alerts import AlertKind, AlertState, fingerprint
+from driftwatch.commands.common import load, print_json, stderr_console
+from driftwatch.commands.diff import output_format, print_report
+from driftwatch.commands.snapshot import take_snapshot
+from driftwatch.config import Config, Target, resolve_targets
+from driftwatch.diff import DiffOptions, DiffResult, diff_snapshots
+from driftwatch.errors import StoreError, UserError
+from driftwatch.notify import send, validate_destination
+from driftwatch.report.diff import headline
+from driftwatch.report.safe import clean
+from driftwatch.retention import save_deduplicated
+from driftwatch.store import SnapshotStore
+from driftwatch.textfile import write_textfile
+
+EXIT_OK, EXIT_ERROR, EXIT_DRIFT = 0, 1, 2
+
+
+@dataclass
+class CheckRequest:
+    baseline: str
+    timeout: float
+    notify: list[str] = field(default_factory=list)
+    textfile: Path | None = None
+    accept_new_host_key: bool = False
+
+
+@dataclass
+class CheckOutcome:
+    host: str
+    result: DiffResult | None = None
+    error: str | None = None
+    alert: AlertKind | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        if self.error is not None:
+            return EXIT_ERROR
+        return EXIT_DRIFT if self.result is not None and self.result.drift else EXIT_OK
+
+
+def check_host(target: Target, config: Config, store: SnapshotStore, request: CheckRequest) -> CheckOutcome:
+    """One host, under its lock: overlapping cron runs take turns, and alert at most once."""
+    folder = store.host_dir(target.name)
+    folder.mkdir(parents=True, exist_ok=True)
+    wait = 2 * (request.timeout + config.connect_timeout) + 60
+    try:
+        with FileLock(str(folder / ".lock"), timeout=wait):
+            return _check_locked(target, config, store, request)
+    except LockTimeout:
+        return CheckOutcome(target.name, error=f"another check of this host held its lock for over {wait:g}s")
+
+
+def _check_locked(target: Target, config: Config, store: SnapshotStore, request: CheckRequest) -> CheckOutcome:
+    taken = take_snapshot(
+        target, config, store, timeout=request.timeout, labels=[], accept_new_host_key=request.accept_new_host_key
+    )
+    if taken.snapshot is None:
+        _textfile(request, target.name, None, None)
+        return CheckOutcome(target.name, error=taken.error)
+    save_deduplicated(store, taken.snapshot, taken.previous)
+    try:
+        baseline = store.find_label(target.name, request.baseline)
+    except StoreError as exc:
+        _textfile(request, target.name, taken.snapshot, None)
+        return CheckOutcome(target.name, error=f"baseline unreadable: {exc}")
+    if baseline is None:
+        _textfile(request, target.name, taken.snapshot, None)
+        return CheckOutcome(
+            target.name,
+            error=(
+                f"no snapshot labelled {request.baseline!r} yet; if the host is good now, make this one the "
+                f"baseline: driftwatch label {target.name}@latest {request.baseline}"
+            ),
+        )
+    options = DiffOptions(free_memory_threshold_mib=config.free_memory_threshold_mib, focus=list(target.watch.focus))
+    result = diff_snapshots(baseline.snapshot, taken.snapshot, options=options)
+    outcome = CheckOutcome(target.name, result=result)
+    _alert(outcome, store, request)
+    _textfile(request, target.name, taken.snapshot, result)
+    return outcome
+
+
+def _alert(outcome: CheckOutcome, store: SnapshotStore, request: CheckRequest) -> None:
+    assert outcome.result is not None
+    state = AlertState.for_host(store.root, outcome.host, request.baseline)
+    current = fingerprint(outcome.result.changes)
+    kind = state.decide(current)
+    if kind is None or not request.notify:
+        return
+    payload = alert_payload(outcome.host, request.baseline, kind, outcome.result)
+    failures = [w for w in (send(dest, payload) for dest in request.notify) if w]
+    outcome.warnings += failures
+    if len(failures) < len(request.notify):  # delivered somewhere: do not repeat it
+        state.remember(current)
+        outcome.alert = kind
+
+
+def alert_payload(host: str, baseline: str, kind: AlertKind, result: DiffResult) -> dict[str, Any]:
+    if kind is AlertKind.resolved:
+        text = f"driftwatch: {host} is back on its {baseline!r} baseline (resolved)"
+    else:
+        text = f"driftwatch: {host} drifted from its {baseline!r} baseline: {headline(result)}"
+    return {"text": text, "host": host, "baseline": baseline, "status": kind.value, **result.to_json()}
+
+
+def _textfile(request: CheckRequest, host: str, snapshot: Any, result: DiffResult | None) -> None:
+    if request.textfile is not None:
+        write_textfile(request.textfile, host, snapshot=snapshot, result=result)
+
+
+def run_check(
+    words: list[str], *, request: CheckRequest, json_out: bool, markdown: bool, quiet: bool, parallel: int,
+    config_path: str | None, store_path: str | None,
+) -> int:
+    form = output_format(json_out, markdown)
+    for dest in request.notify:
+        problem = validate_destination(dest)
+        if problem:
+            raise UserError(f"--notify: {problem}")
+    config, store = load(config_path, store_path)
+    targets = resolve_targets(config, words)
+    with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(targets))), thread_name_prefix="check") as pool:
+        outcomes = list(pool.map(lambda t: check_host(t, config, store, request), targets))
+    _print(outcomes, form, quiet)
+    codes = {o.exit_code for o in outcomes}
+    return EXIT_ERROR if EXIT_ERROR in codes else EXIT_DRIFT if EXIT_DRIFT in codes else EXIT_OK
+
+
+def _print(outcomes: list[CheckOutcome], form: str, quiet: bool) -> None:
+    err = stderr_console()
+    for outcome in outcomes:
+        for message in ([outcome.error] if outcome.error else []) + outcome.warnings:
+            err.print(Text(f"driftwatch: {clean(outcome.host)}: {clean(message)}", style="red"))
+    if form == "json":
+        print_json([_json(o) for o in outcomes])
+        return
+    for outcome in outcomes:
+        if outcome.result is None or (quiet and not outcome.result.drift):
+            continue
+        if len(outcomes) > 1:
+            sys.stdout.write(f"== {clean(outcome.host)} ==\n")
+            sys.stdout.flush()
+        print_report(outcome.result, form)
+
+
+def _json(outcome: CheckOutcome) -> dict[str, Any]:
+    entry: dict[str, Any] = {"host": outcome.host, "exit_code": outcome.exit_code}
+    if outcome.error:
+        entry["error"] = outcome.error
+    if outcome.result is not None:
+        entry.update(outcome.result.to_json())
+    entry["alert"] = outcome.alert.value if outcome.alert else None
+    return entry

@@ -1,0 +1,225 @@
+"""`driftwatch check` for cron, over the real sshd, with a local HTTP server catching alerts."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from driftwatch.cli import main
+from driftwatch.store import SnapshotStore
+from tests.sshd import Sshd, free_port
+from tests.venvs import make_gpu_venv, site_packages, write_dist_info
+
+
+class Hook:
+    """A webhook receiver on 127.0.0.1 that records every POSTed JSON body."""
+
+    def __init__(self, status: int = 200) -> None:
+        self.posts: list[dict] = []
+        self.status = status
+        hook = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                hook.posts.append(json.loads(body))
+                self.send_response(hook.status)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hooks/T000/SECRET-TOKEN-123"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def hook() -> Iterator[Hook]:
+    server = Hook()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def gpu_host(sshd: Sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    sshd.fake_env()
+    venv = tmp_path / "venv"
+    python = make_gpu_venv(venv)
+    (tmp_path / "driftwatch.toml").write_text(
+        f'connect_timeout = 3\nssh_config = "{sshd.ssh_config_path}"\nknown_hosts = "{sshd.known_hosts_path}"\n'
+        f'[watch]\npython = ["{python}"]\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    assert main(["snapshot", "testhost", "--label", "good"]) == 0
+    return venv
+
+
+def set_sgl_kernel(venv: Path, version: str) -> None:
+    site = site_packages(venv)
+    original = venv / "original-sgl-kernel"
+    current = next(site.glob("sgl_kernel-*.dist-info"))
+    if not original.exists():  # keep the baseline's install to restore it byte for byte
+        shutil.copytree(current, original / current.name)
+        shutil.copytree(site / "sgl_kernel", original / "sgl_kernel")
+    shutil.rmtree(current)
+    shutil.rmtree(site / "sgl_kernel")
+    if version == "baseline":
+        for item in original.iterdir():
+            shutil.copytree(item, site / item.name)
+            shutil.copystat(item, site / item.name)
+        return
+    write_dist_info(site, "sgl_kernel", "sgl-kernel", version, [], {"sgl_kernel/__init__.py": f"# {version}\n"})
+
+
+def check(*extra: str) -> int:
+    return main(["check", "testhost", *extra])
+
+
+def test_alerts_once_per_new_drift_and_once_resolved(
+    gpu_host: Path, hook: Hook, capsys: pytest.CaptureFixture[str]
+) -> None:
+    notify = ["--notify", hook.url]
+    assert check(*notify) == 0 and hook.posts == []
+
+    set_sgl_kernel(gpu_host, "0.3.17")
+    assert check(*notify) == 2
+    [alert] = hook.posts
+    assert alert["status"] == "drift" and "sgl-kernel" in alert["text"]
+    assert alert["changes"][0]["item"] == "sgl-kernel"
+
+    assert check(*notify) == 2 and len(hook.posts) == 1, "the same drift was alerted twice"
+
+    set_sgl_kernel(gpu_host, "0.3.18")
+    assert check(*notify) == 2 and len(hook.posts) == 2
+    assert "0.3.18" in hook.posts[1]["text"]
+
+    set_sgl_kernel(gpu_host, "baseline")
+    assert check(*notify) == 0 and len(hook.posts) == 3
+    assert hook.posts[2]["status"] == "resolved" and hook.posts[2]["changes"] == []
+    assert check(*notify) == 0 and len(hook.posts) == 3
+    assert "SECRET-TOKEN" not in capsys.readouterr().err
+
+
+def test_quiet_prints_nothing_without_drift(gpu_host: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    assert check("--quiet") == 0
+    assert capsys.readouterr().out == ""
+    set_sgl_kernel(gpu_host, "0.3.17")
+    assert check("--quiet") == 2
+    assert "sgl-kernel" in capsys.readouterr().out
+
+
+def test_failed_webhook_is_a_warning_without_the_secret(
+    gpu_host: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("driftwatch.notify.BACKOFF_S", 0.01)
+    broken = Hook(status=500)
+    try:
+        set_sgl_kernel(gpu_host, "0.3.17")
+        capsys.readouterr()
+        assert check("--notify", broken.url) == 2
+        assert len(broken.posts) == 3, "a failing hook is retried a bounded number of times"
+        err = capsys.readouterr().err
+        assert "notification to http://127.0.0.1/… failed: HTTP 500" in err
+        assert "SECRET-TOKEN" not in err
+    finally:
+        broken.close()
+
+
+def test_cmd_notification_gets_the_json_on_stdin(gpu_host: Path, tmp_path: Path) -> None:
+    out = tmp_path / "alert.json"
+    program = tmp_path / "alert.sh"
+    program.write_text(f"#!/bin/sh\ncat > {out}\n")
+    program.chmod(0o755)
+    set_sgl_kernel(gpu_host, "0.3.17")
+    assert check("--notify", f"cmd:{program}") == 2
+    assert json.loads(out.read_text())["changes"][0]["item"] == "sgl-kernel"
+
+
+def test_textfile_parses_and_unreachable_host_reports_down(gpu_host: Path, tmp_path: Path) -> None:
+    prom = tmp_path / "textfile"
+    set_sgl_kernel(gpu_host, "0.3.17")
+    assert check("--textfile", str(prom)) == 2
+    metrics = {m.name: m for m in text_string_to_metric_families((prom / "driftwatch_testhost.prom").read_text())}
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value for m in metrics.values() for s in m.samples}
+    assert samples[("driftwatch_up", (("host", "testhost"),))] == 1
+    assert samples[("driftwatch_drift_changes", (("host", "testhost"), ("severity", "high")))] >= 1
+    assert samples[("driftwatch_probe_ok", (("host", "testhost"), ("probe", "python")))] == 1
+    assert ("driftwatch_snapshot_duration_seconds", (("host", "testhost"),)) in samples
+    assert ("driftwatch_last_check_timestamp_seconds", (("host", "testhost"),)) in samples
+
+    down = f"root@127.0.0.1:{free_port()}"
+    assert main(["check", down, "--textfile", str(prom)]) == 1
+    [down_file] = [p for p in prom.iterdir() if p.name != "driftwatch_testhost.prom"]
+    families = list(text_string_to_metric_families(down_file.read_text()))
+    assert [s.value for f in families if f.name == "driftwatch_up" for s in f.samples] == [0]
+    assert not [p for p in prom.iterdir() if not p.name.endswith(".prom")], "a temp file was left behind"
+
+
+def test_no_baseline_says_how_to_make_one(sshd: Sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    sshd.fake_env()
+    (tmp_path / "driftwatch.toml").write_text(
+        f'ssh_config = "{sshd.ssh_config_path}"\nknown_hosts = "{sshd.known_hosts_path}"\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    assert check() == 1
+    assert "driftwatch label testhost@latest good" in capsys.readouterr().err
+    assert main(["label", "testhost@latest", "good"]) == 0
+    assert check() == 0
+
+
+def test_unreadable_baseline_names_the_file(gpu_host: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    [baseline] = SnapshotStore("snapshots").paths("testhost")
+    baseline.write_text('{"schema_version": 1, "truncated')
+    assert check() == 1
+    assert str(baseline.name) in capsys.readouterr().err
+
+
+def test_unchanged_host_keeps_one_unlabelled_snapshot(gpu_host: Path) -> None:
+    for _ in range(6):
+        assert check() == 0
+    snaps = SnapshotStore("snapshots").paths("testhost")
+    assert len(snaps) == 2, [p.name for p in snaps]  # the baseline and the newest check
+    set_sgl_kernel(gpu_host, "0.3.17")
+    assert check() == 2 and check() == 2
+    assert len(SnapshotStore("snapshots").paths("testhost")) == 3, "a real change must be kept"
+
+
+def test_concurrent_checks_finish_with_one_alert(gpu_host: Path, hook: Hook) -> None:
+    set_sgl_kernel(gpu_host, "0.3.17")
+    argv = [sys.executable, "-m", "driftwatch", "check", "testhost", "--notify", hook.url]
+    runs = [subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for _ in range(2)]
+    codes = [run.wait(timeout=120) for run in runs]
+    assert codes == [2, 2]
+    assert len(hook.posts) == 1
+    store = SnapshotStore("snapshots")
+    assert all(store.paths("testhost")) and main(["list", "testhost"]) == 0
+
+
+def test_label_remove_and_prune_keep_labelled(gpu_host: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = SnapshotStore("snapshots")
+    for version in ("0.3.17", "0.3.18", "0.3.19"):
+        set_sgl_kernel(gpu_host, version)
+        assert main(["snapshot", "testhost"]) == 0
+    assert len(store.paths("testhost")) == 4
+    assert main(["prune", "--keep", "1"]) == 0
+    remaining = store.paths("testhost")
+    assert len(remaining) == 2  # the labelled baseline and the newest
+    assert main(["label", "testhost@good", "good", "--remove"]) == 0
+    assert main(["label", "testhost@latest", "nope", "--remove"]) == 1
+    assert main(["prune", "--keep", "1"]) == 0 and len(store.paths("testhost")) == 1
+    assert main(["prune"]) == 1
