@@ -7,10 +7,19 @@ from driftwatch.probes.cuda import CudaProbe
 from driftwatch.probes.files import FilesProbe
 from driftwatch.probes.git import GitProbe
 from driftwatch.probes.gpu import GpuProbe
+from driftwatch.probes.processes import ProcessesProbe
 from driftwatch.probes.python import PythonProbe
 from driftwatch.probes.system import SystemProbe
 
 DEFAULT_PROBES: dict[str, Probe] = {
     probe.name: probe
-    for probe in (SystemProbe(), GpuProbe(), PythonProbe(), CudaProbe(), GitProbe(), FilesProbe())
+    for probe in (
+        SystemProbe(),
+        GpuProbe(),
+        PythonProbe(),
+        CudaProbe(),
+        GitProbe(),
+        FilesProbe(),
+        ProcessesProbe(),
+    )
 }

@@ -1,0 +1,166 @@
+"""The ``processes`` probe: running inference servers and a fresh login shell's environment.
+
+Two stdlib scripts run concurrently on the target under the first configured interpreter
+(script as ``-c``, JSON request on stdin, so no pattern or path passes through a shell):
+
+* ``scripts/processes_collect.py`` walks ``/proc`` for processes whose command line holds
+  a ``[watch] processes`` pattern, keeping the server, not its forked workers, and records
+  argv, start time, cwd, exe, the environment filtered by ``[watch] env`` and the GPU
+  libraries the process really mapped (``/proc/PID/maps``);
+* ``scripts/login_env_collect.py`` runs the user's login shell in a clean environment and
+  records what the profiles export (a ``CUDA_VISIBLE_DEVICES`` in ``~/.profile`` is drift).
+
+Secrets: both scripts redact on the target with the rules of :mod:`driftwatch.redact`
+shipped in the request, and this module redacts again with the full rules (secret flag
+values, URL passwords) before any fact exists.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from driftwatch.launchargs import parse_launch_args
+from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeSkipped
+from driftwatch.redact import (
+    NOT_SECRET,
+    SECRET_NAME_RE,
+    TOKEN_RE,
+    redact_argv,
+    redact_env,
+)
+from driftwatch.transport import quote_path
+
+# Always recorded whatever the env globs say: it decides which GPUs a server sees.
+ALWAYS_ENV = ["CUDA_VISIBLE_DEVICES"]
+# Mapped libraries worth recording: which NCCL, kernels, torch and CUDA runtime a server
+# really loaded. ``triton/_C`` rather than ``triton``: Triton's per-kernel cache objects
+# (``~/.triton/cache/<hash>/…so``) are many and churn without meaning anything.
+LIB_MARKERS = [
+    "libnccl", "sgl_kernel", "sgl-kernel", "flashinfer", "torch/lib", "libcudart", "libcublas",
+    "libcudnn", "vllm/_C", "vllm/_moe_C", "triton/_C", "libcuda.so",
+]
+MAX_PROCESSES = 64
+MAX_READ_BYTES = 4 * 1024 * 1024  # per cmdline/environ/maps read
+
+
+@cache
+def load_script(name: str) -> str:
+    return (resources.files("driftwatch") / "probes" / "scripts" / name).read_text(encoding="utf-8")
+
+
+def redaction_rules() -> dict[str, Any]:
+    """The name and token rules as plain regex text, for the target-side scripts."""
+    return {"secret_name_re": SECRET_NAME_RE.pattern, "token_re": TOKEN_RE.pattern, "not_secret": sorted(NOT_SECRET)}
+
+
+def _port(args: dict[str, Any]) -> str | None:
+    port = args.get("port")
+    if isinstance(port, list):  # repeated: argparse keeps the last
+        port = port[-1]
+    return port if isinstance(port, str) and port else None
+
+
+def server_keys(servers: list[dict[str, Any]]) -> list[str]:
+    """Keys stable across restarts (pids are not): the entry point alone when it is unique,
+    else ``entry:port``, else ``entry#n`` in pid order. ``servers`` is in pid order."""
+    bases = [s["entry"] or s["pattern"] for s in servers]
+    keys: list[str] = []
+    for base, server in zip(bases, servers, strict=True):
+        group = [s for b, s in zip(bases, servers, strict=True) if b == base]
+        if len(group) == 1:
+            keys.append(base)
+            continue
+        port = _port(server["args"])
+        if port is not None and sum(_port(s["args"]) == port for s in group) == 1:
+            keys.append(f"{base}:{port}")
+        else:
+            keys.append(f"{base}#{next(i for i, s in enumerate(group, 1) if s is server)}")
+    return keys
+
+
+def server_facts(raw: dict[str, Any]) -> dict[str, Any]:
+    """One process record from the target, redacted again and its argv normalised."""
+    argv = redact_argv([str(word) for word in raw.get("argv") or []])
+    launch = parse_launch_args(argv)
+    env = raw.get("env")
+    return {
+        "kind": launch["kind"],
+        "entry": launch["entry"],
+        "model": launch["model"],
+        "argv": argv,
+        "args": launch["args"],
+        "cwd": raw.get("cwd"),
+        "exe": raw.get("exe"),
+        "env": None if env is None else redact_env({str(k): str(v) for k, v in env.items()}),
+        "libraries": raw.get("libraries"),
+        "pattern": raw.get("pattern"),
+        "volatile": {"pid": raw.get("pid"), "ppid": raw.get("ppid"), "start_time": raw.get("start_time")},
+    }
+
+
+def build_facts(processes: dict[str, Any], login: dict[str, Any]) -> Facts:
+    records = sorted(processes.get("processes") or [], key=lambda p: p.get("pid") or 0)
+    servers = [server_facts(raw) for raw in records]
+    keyed = dict(zip(server_keys(servers), servers, strict=True))
+    for server in keyed.values():
+        server.pop("pattern", None)  # only needed to key servers with no known entry point
+    login_env = login.get("login_env")
+    return {
+        "servers": keyed,
+        "truncated": bool(processes.get("truncated")),
+        "login_shell": login.get("login_shell"),
+        "login_env": None if login_env is None else redact_env(login_env),
+        "login_env_error": login.get("login_env_error"),
+    }
+
+
+def _run_json(ctx: ProbeContext, script: str, request: dict[str, Any]) -> dict[str, Any]:
+    interpreter = quote_path(ctx.watch.python[0] if ctx.watch.python else "python3")
+    result = ctx.run(f"exec {interpreter} -c {shlex.quote(script)}", stdin=json.dumps(request).encode())
+    if result.exit_code != 0:
+        last = result.error_text.splitlines()[-1:]
+        raise ProbeError(last[0] if last else f"exit {result.exit_code}")
+    try:
+        report = json.loads(result.text)
+    except ValueError as exc:
+        raise ProbeError(f"unreadable report: {exc}") from exc
+    if not isinstance(report, dict):
+        raise ProbeError("unreadable report: not an object")
+    return report
+
+
+class ProcessesProbe:
+    name = "processes"
+
+    def __init__(self, max_processes: int = MAX_PROCESSES) -> None:
+        self.max_processes = max_processes
+
+    def collect(self, ctx: ProbeContext) -> Facts:
+        rules = redaction_rules()
+        env = {"env": ctx.watch.env, "always_env": ALWAYS_ENV, **rules}
+        walk = {
+            **env,
+            "patterns": ctx.watch.processes,
+            "lib_markers": LIB_MARKERS,
+            "max_processes": self.max_processes,
+            "max_bytes": MAX_READ_BYTES,
+        }
+        # The login shell gets less than the deadline, so a hung profile is reported as such
+        # by the script instead of costing the whole probe.
+        login = {**env, "timeout": max(0.5, ctx.timeout * 0.8 - 0.5)}
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="processes") as pool:
+            walked = pool.submit(_run_json, ctx, load_script("processes_collect.py"), walk)
+            shell = pool.submit(_run_json, ctx, load_script("login_env_collect.py"), login)
+            try:
+                login_report = shell.result()
+            except ProbeError as exc:  # includes ProbeTimeout: the servers are still facts
+                login_report = {"login_env": None, "login_env_error": f"login shell: {exc}"}
+            report = walked.result()
+        if report.get("error"):
+            raise ProbeSkipped(str(report["error"]))
+        return build_facts(report, login_report)

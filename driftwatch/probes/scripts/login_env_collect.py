@@ -1,0 +1,109 @@
+# Runs ON THE TARGET under any python3 >= 3.6, stdlib only. Reads a JSON request on
+# stdin and prints one JSON document: the environment a fresh login shell of this user
+# gets (the profiles' CUDA_VISIBLE_DEVICES, NCCL_* ...), filtered by the requested globs,
+# with credential-named variables and token-looking values already redacted.
+import fnmatch
+import json
+import os
+import pwd
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from typing import Dict, Optional, Tuple
+
+MARKER = "\0driftwatch-login-env\0"
+LOGIN_SHELLS = {"bash", "sh", "dash", "zsh", "ksh"}
+REDACTED = "<redacted>"
+
+
+def login_shell() -> str:
+    """The user's own shell when it is a POSIX-ish one (its profiles are the ones that
+    count), else bash, else sh."""
+    try:
+        shell = pwd.getpwuid(os.getuid()).pw_shell
+    except KeyError:
+        shell = ""
+    if os.path.basename(shell) in LOGIN_SHELLS and os.access(shell, os.X_OK):
+        return shell
+    return shutil.which("bash") or "/bin/sh"
+
+
+def start(shell: str) -> subprocess.Popen:
+    # A clean environment, so the result is what a fresh login gets from the profiles,
+    # not whatever the caller (cron, an interactive ssh session) happened to export.
+    home = os.environ.get("HOME") or os.path.expanduser("~")
+    user = os.environ.get("USER") or os.environ.get("LOGNAME") or ""
+    if not user:  # cron and some ssh setups export neither
+        try:
+            user = pwd.getpwuid(os.getuid()).pw_name
+        except KeyError:
+            pass
+    env = {"HOME": home, "USER": user, "LOGNAME": user, "SHELL": shell,
+           "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+    # The marker separates the environment from anything the profiles print themselves.
+    code = "import json,os,sys; sys.stdout.write(%r + json.dumps(dict(os.environ)))" % MARKER
+    # -I: a PYTHONPATH/PYTHONHOME set by the profile must not break the reporter.
+    argv = [shell, "-lc", 'exec "$0" -I -c "$1"', sys.executable or "python3", code]
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=env,
+                            cwd=home if os.path.isdir(home) else "/", start_new_session=True)
+
+
+def finish(proc: subprocess.Popen, timeout: float) -> Tuple[Optional[Dict[str, str]], Optional[str]]:
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever the profile started, too
+        except OSError:
+            pass
+        if proc.stdout is not None:
+            proc.stdout.close()
+        proc.wait()
+        return None, "login shell timed out after %gs" % timeout
+    text = out.decode("utf-8", "replace")
+    at = text.rfind(MARKER)
+    if at < 0:
+        return None, "login shell printed no environment (exit %s)" % proc.returncode
+    try:
+        return json.loads(text[at + len(MARKER):]), None
+    except ValueError:
+        return None, "login shell printed an unreadable environment"
+
+
+def keep(name: str, request: Dict) -> bool:
+    return name in (request.get("always_env") or []) or any(
+        fnmatch.fnmatchcase(name, glob) for glob in request.get("env") or [])
+
+
+def redact(env: Dict[str, str], request: Dict) -> Dict[str, str]:
+    """The collector redacts again with the full rules; this keeps secrets off the wire."""
+    names = re.compile(request["secret_name_re"]) if request.get("secret_name_re") else None
+    tokens = re.compile(request["token_re"]) if request.get("token_re") else None
+    allowed = set(request.get("not_secret") or [])
+    out = {}
+    for name, value in env.items():
+        upper = name.upper()
+        if names and upper not in allowed and names.search(upper):
+            out[name] = REDACTED
+        else:
+            out[name] = tokens.sub(REDACTED, value) if tokens else value
+    return out
+
+
+def main() -> None:
+    request = json.load(sys.stdin)
+    shell = login_shell()
+    try:
+        env, error = finish(start(shell), float(request["timeout"]))
+    except OSError as exc:
+        env, error = None, "login shell failed: %s" % (exc.strerror or exc)
+    if env is not None:
+        env = redact(dict((k, v) for k, v in env.items() if keep(k, request)), request)
+    json.dump({"login_shell": shell, "login_env": env, "login_env_error": error}, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
