@@ -8,11 +8,14 @@ cannot do its job raises :class:`ProbeError` (recorded as ``error``) or lets
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
 from typing import Any, Protocol
 
 from driftwatch.settings import WatchSettings
-from driftwatch.transport import CommandResult, Transport
+from driftwatch.transport import CommandResult, Transport, quote_path
 
 Facts = dict[str, Any]
 
@@ -50,6 +53,23 @@ class ProbeContext:
             detail = result.error_text.splitlines()[-1:] or [f"exit {result.exit_code}"]
             raise ProbeError(f"{_first_line(script)}: {detail[0]}")
         return result
+
+
+@cache
+def load_script(name: str) -> str:
+    """A target-side script shipped as package data in ``driftwatch/probes/scripts``."""
+    # Anchored at the regular package so it resolves in wheels, editable installs and zips.
+    return (resources.files("driftwatch") / "probes" / "scripts" / name).read_text(encoding="utf-8")
+
+
+def run_target_python(ctx: ProbeContext, script_name: str, request: bytes) -> CommandResult:
+    """Run a stdlib script from ``probes/scripts`` with the host's first configured python.
+
+    The script travels as a ``-c`` argument and the request on stdin, so no path or pattern
+    from the config is ever interpreted by a shell.
+    """
+    interpreter = quote_path(ctx.watch.python[0] if ctx.watch.python else "python3")
+    return ctx.run(f"exec {interpreter} -c {shlex.quote(load_script(script_name))}", stdin=request)
 
 
 class Probe(Protocol):

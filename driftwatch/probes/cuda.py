@@ -14,8 +14,8 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from driftwatch.probes.base import Facts, ProbeContext, ProbeError
-from driftwatch.probes.python import extract_report, load_script, run_interpreters
+from driftwatch.probes.base import Facts, ProbeContext, ProbeError, load_script
+from driftwatch.probes.python import extract_report, run_interpreters
 from driftwatch.transport import CommandResult
 
 # Directories where distributions and CUDA installers put libnccl; LD_LIBRARY_PATH is

@@ -8,15 +8,10 @@ a file whose size, mtime, ctime and inode are unchanged is not read again.
 from __future__ import annotations
 
 import json
-import shlex
-from importlib import resources
 
-from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeSkipped
-from driftwatch.transport import quote_path
+from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeSkipped, run_target_python
 
 
-def load_script() -> str:
-    return (resources.files("driftwatch.probes") / "scripts" / "files_collect.py").read_text()
 
 
 def cache_from(previous: Facts) -> dict[str, list[object]]:
@@ -52,10 +47,7 @@ class FilesProbe:
             "max_files": ctx.watch.max_files,
             "cache": cache_from(ctx.previous),
         }
-        interpreter = quote_path(ctx.watch.python[0] if ctx.watch.python else "python3")
-        # The script travels as a -c argument and the request on stdin.
-        script = f"exec {interpreter} -c {shlex.quote(load_script())}"
-        result = ctx.run(script, stdin=json.dumps(request).encode())
+        result = run_target_python(ctx, "files_collect.py", json.dumps(request).encode())
         if result.exit_code != 0:
             raise ProbeError(result.error_text.splitlines()[-1] if result.error_text else "files probe failed")
         return parse_files_report(result.text)

@@ -18,14 +18,11 @@ values, URL passwords) before any fact exists.
 from __future__ import annotations
 
 import json
-import shlex
 from concurrent.futures import ThreadPoolExecutor
-from functools import cache
-from importlib import resources
 from typing import Any
 
 from driftwatch.launchargs import parse_launch_args
-from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeSkipped
+from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeSkipped, run_target_python
 from driftwatch.redact import (
     NOT_SECRET,
     SECRET_NAME_RE,
@@ -33,7 +30,6 @@ from driftwatch.redact import (
     redact_argv,
     redact_env,
 )
-from driftwatch.transport import quote_path
 
 # Always recorded whatever the env globs say: it decides which GPUs a server sees.
 ALWAYS_ENV = ["CUDA_VISIBLE_DEVICES"]
@@ -48,9 +44,6 @@ MAX_PROCESSES = 64
 MAX_READ_BYTES = 4 * 1024 * 1024  # per cmdline/environ/maps read
 
 
-@cache
-def load_script(name: str) -> str:
-    return (resources.files("driftwatch") / "probes" / "scripts" / name).read_text(encoding="utf-8")
 
 
 def redaction_rules() -> dict[str, Any]:
@@ -119,9 +112,8 @@ def build_facts(processes: dict[str, Any], login: dict[str, Any]) -> Facts:
     }
 
 
-def _run_json(ctx: ProbeContext, script: str, request: dict[str, Any]) -> dict[str, Any]:
-    interpreter = quote_path(ctx.watch.python[0] if ctx.watch.python else "python3")
-    result = ctx.run(f"exec {interpreter} -c {shlex.quote(script)}", stdin=json.dumps(request).encode())
+def _run_json(ctx: ProbeContext, script_name: str, request: dict[str, Any]) -> dict[str, Any]:
+    result = run_target_python(ctx, script_name, json.dumps(request).encode())
     if result.exit_code != 0:
         last = result.error_text.splitlines()[-1:]
         raise ProbeError(last[0] if last else f"exit {result.exit_code}")
@@ -154,8 +146,8 @@ class ProcessesProbe:
         # by the script instead of costing the whole probe.
         login = {**env, "timeout": max(0.5, ctx.timeout * 0.8 - 0.5)}
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="processes") as pool:
-            walked = pool.submit(_run_json, ctx, load_script("processes_collect.py"), walk)
-            shell = pool.submit(_run_json, ctx, load_script("login_env_collect.py"), login)
+            walked = pool.submit(_run_json, ctx, "processes_collect.py", walk)
+            shell = pool.submit(_run_json, ctx, "login_env_collect.py", login)
             try:
                 login_report = shell.result()
             except ProbeError as exc:  # includes ProbeTimeout: the servers are still facts

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
-from functools import cache
-from importlib import resources
 from typing import Any
 
-from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeTimeout
+from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeTimeout, load_script
 from driftwatch.transport import CommandResult, quote_path
 
 REPORT_MARKER = "driftwatch-python-report:"  # must match MARKER in the collector scripts
@@ -32,12 +30,6 @@ _DIST_FIELDS = (
 )
 
 
-@cache
-def load_script(name: str) -> str:
-    """Text of a collector script shipped as package data in ``probes/scripts``."""
-    # Anchored at the regular package so it resolves in wheels, editable installs and zips.
-    path = resources.files("driftwatch") / "probes" / "scripts" / name
-    return path.read_text(encoding="utf-8")
 
 
 def run_interpreters(ctx: ProbeContext, interpreters: list[str], script: str) -> dict[str, CommandResult | ProbeError]:

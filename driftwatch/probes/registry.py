@@ -8,6 +8,7 @@ from driftwatch.probes.files import FilesProbe
 from driftwatch.probes.git import GitProbe
 from driftwatch.probes.gpu import GpuProbe
 from driftwatch.probes.processes import ProcessesProbe
+from driftwatch.probes.logs import LogsProbe
 from driftwatch.probes.python import PythonProbe
 from driftwatch.probes.system import SystemProbe
 
@@ -21,5 +22,6 @@ DEFAULT_PROBES: dict[str, Probe] = {
         GitProbe(),
         FilesProbe(),
         ProcessesProbe(),
+        LogsProbe(),
     )
 }

@@ -26,7 +26,8 @@ from driftwatch.probes.cuda import (
     parse_torch_version_py,
     split_sections,
 )
-from driftwatch.probes.python import REPORT_MARKER, load_script
+from driftwatch.probes.base import load_script
+from driftwatch.probes.python import REPORT_MARKER
 from driftwatch.settings import WatchSettings
 from driftwatch.transport.local import LocalTransport
 from tests.venvs import TORCH_GIT_VERSION, TORCH_VERSION_PY, make_gpu_venv, old_pythons, site_packages

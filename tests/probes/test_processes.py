@@ -26,11 +26,10 @@ import pytest
 
 from driftwatch.collect import run_probe
 from driftwatch.model import ProbeRecord, ProbeStatus
-from driftwatch.probes.base import ProbeContext
+from driftwatch.probes.base import ProbeContext, load_script
 from driftwatch.probes.processes import (
     LIB_MARKERS,
     ProcessesProbe,
-    load_script,
     redaction_rules,
     server_keys,
 )

@@ -21,7 +21,8 @@ import pytest
 from driftwatch.collect import run_probe
 from driftwatch.model import ProbeStatus
 from driftwatch.probes.base import ProbeContext, ProbeError, ProbeTimeout
-from driftwatch.probes.python import REPORT_MARKER, PythonProbe, load_script, parse_python_report
+from driftwatch.probes.base import load_script
+from driftwatch.probes.python import REPORT_MARKER, PythonProbe, parse_python_report
 from driftwatch.settings import WatchSettings
 from driftwatch.transport.local import LocalTransport
 from tests.venvs import git, make_gpu_venv, old_pythons, sglang_checkout, site_packages, write_dist_info
