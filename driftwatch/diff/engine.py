@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from driftwatch.diff import cuda, files, git, gpu, packages, system
+from driftwatch.diff import cuda, files, git, gpu, packages, runtime, system
+from driftwatch.diff.launch import diff_launch
 from driftwatch.diff.change import Change, DiffOptions, DiffResult, Severity
 from driftwatch.diff.context import DiffContext, Facts
 from driftwatch.diff.generic import diff_generic
@@ -24,6 +25,8 @@ AREA_RULES: dict[str, tuple[Rule, frozenset[str]]] = {
     "python": (packages.diff_python, packages.KEYS),
     "git": (git.diff_git, git.KEYS),
     "files": (files.diff_files, files.KEYS),
+    "processes": (runtime.diff_processes, runtime.PROCESS_KEYS),
+    "logs": (runtime.diff_logs, runtime.LOG_KEYS),
 }
 
 
@@ -43,6 +46,8 @@ def diff_snapshots(
             continue
         if old_record.facts != new_record.facts:
             changes += diff_facts(name, old_record.facts, new_record.facts, ctx)
+    # Launch settings span two probes: the server's argv and the effective args it logged.
+    changes += diff_launch(old, new)
     ranked = rank_changes(changes)
     return DiffResult(changes=ranked, summary=summarize(ranked, old, new, different))
 

@@ -1,0 +1,109 @@
+"""The running server and its log: environment, loaded libraries, errors, readiness, KV cache.
+
+Launch flags themselves are compared in ``launch.py``, across the processes and logs
+probes; these rules cover everything else those two probes record.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from driftwatch.diff import fmt
+from driftwatch.diff.change import Change, Severity
+from driftwatch.diff.context import DiffContext, Facts, as_dict
+
+PROCESS_KEYS = frozenset({"servers", "login_env", "login_shell", "login_env_error", "truncated"})
+LOG_KEYS = frozenset({"logs"})
+# Settings that change which GPUs, which NCCL transport or which kernels a job uses.
+HIGH_ENV_PREFIXES = ("NCCL_", "CUDA_", "SGLANG_", "SGL_", "NVIDIA_", "PYTORCH_CUDA_ALLOC_CONF", "TORCH_")
+LIBRARY_HINTS = ("libnccl", "sgl_kernel", "sgl-kernel", "flashinfer", "libcudart", "vllm/_C")
+KV_SHRINK = 0.10
+
+
+def diff_processes(old: Facts, new: Facts, ctx: DiffContext) -> list[Change]:
+    changes: list[Change] = []
+    before, after = as_dict(old.get("servers")), as_dict(new.get("servers"))
+    for key in sorted(before.keys() - after.keys()):
+        changes.append(Change("process", key, "running", None, Severity.high, f"server {key} is no longer running"))
+    for key in sorted(after.keys() - before.keys()):
+        changes.append(Change("process", key, None, "running", Severity.medium, f"server {key} is running (not in the good run)"))
+    for key in sorted(before.keys() & after.keys()):
+        o, n = as_dict(before[key]), as_dict(after[key])
+        changes += _env(f"{key} env", as_dict(o.get("env")), as_dict(n.get("env")))
+        changes += _libraries(key, o.get("libraries"), n.get("libraries"))
+    changes += _env("login shell env", as_dict(old.get("login_env")), as_dict(new.get("login_env")))
+    return changes
+
+
+def _env(where: str, old: Facts, new: Facts) -> list[Change]:
+    changes = []
+    for name in sorted(old.keys() | new.keys()):
+        o, n = old.get(name), new.get(name)
+        if o == n:
+            continue
+        severity = Severity.high if name.startswith(HIGH_ENV_PREFIXES) else Severity.medium
+        if o is None:
+            text = f"{name}={fmt.value(n)} is now set ({where})"
+        elif n is None:
+            text = f"{name} (was {fmt.value(o)}) is no longer set ({where})"
+        else:
+            text = f"{name} {fmt.value(o)} → {fmt.value(n)} ({where})"
+        changes.append(Change("env", name, o, n, severity, text))
+    return changes
+
+
+def _libraries(server: str, old: Any, new: Any) -> list[Change]:
+    if not isinstance(old, list) or not isinstance(new, list):
+        return []  # unreadable on one side: nothing to compare
+    gone, came = sorted(set(old) - set(new)), sorted(set(new) - set(old))
+    if not gone and not came:
+        return []
+    key = any(h in path for path in gone + came for h in LIBRARY_HINTS)
+    text = f"server {server} now loads {fmt.listing(came) or 'nothing new'}" + (f" instead of {fmt.listing(gone)}" if gone else "")
+    return [Change("process", f"{server} libraries", gone, came, Severity.high if key else Severity.medium, text)]
+
+
+def diff_logs(old: Facts, new: Facts, ctx: DiffContext) -> list[Change]:
+    changes: list[Change] = []
+    before, after = as_dict(old.get("logs")), as_dict(new.get("logs"))
+    for pattern in sorted(before.keys() & after.keys()):
+        o, n = as_dict(before[pattern]), as_dict(after[pattern])
+        where = str(n.get("path") or pattern)
+        changes += _errors(where, o.get("errors"), n.get("errors"))
+        if o.get("ready") is True and n.get("ready") is False:
+            changes.append(Change("log", where, True, False, Severity.high, f"the server in {where} no longer reaches 'ready'"))
+        changes += _kv_cache(where, o, n)
+        if (o.get("nccl_versions") or []) != (n.get("nccl_versions") or []) and o.get("nccl_versions"):
+            changes.append(Change("nccl", where, o.get("nccl_versions"), n.get("nccl_versions"), Severity.high,
+                                  f"the server's NCCL {fmt.listing(o['nccl_versions'])} → {fmt.listing(n.get('nccl_versions') or [])}"))
+    return changes
+
+
+def _errors(where: str, old: Any, new: Any) -> list[Change]:
+    seen = {e.get("kind") for e in old or [] if isinstance(e, dict)}
+    changes = []
+    for error in new or []:
+        if isinstance(error, dict) and error.get("kind") not in seen:
+            count = error.get("count") or 1
+            ranks = f" ({count}×)" if count > 1 else ""
+            changes.append(Change("log", f"{where}: {error.get('kind')}", None, error.get("message"), Severity.high,
+                                  f"new server error in {where}{ranks}: {fmt.value(error.get('message'))}"))
+    return changes
+
+
+def _kv_cache(where: str, old: Facts, new: Facts) -> list[Change]:
+    o, n = _kv_tokens(old), _kv_tokens(new)
+    if o is None or n is None or o <= 0 or n >= o * (1 - KV_SHRINK):
+        return []
+    text = f"KV cache shrank from {o:,.0f} to {n:,.0f} tokens ({(n - o) / o:+.0%}) in {where}: fewer concurrent requests fit"
+    return [Change("log", f"{where}: kv cache", o, n, Severity.medium, text, magnitude=(o - n) / o)]
+
+
+def _kv_tokens(log: Facts) -> float | None:
+    values = []
+    for rank in as_dict(log.get("memory")).values():
+        rank = as_dict(rank)
+        value = rank.get("max_total_num_tokens") or rank.get("kv_cache_tokens")
+        if isinstance(value, (int, float)):
+            values.append(float(value))
+    return min(values) if values else None
