@@ -24,6 +24,7 @@ Choices, so false positives and misses are deliberate:
 from __future__ import annotations
 
 import re
+from typing import Any
 
 REDACTED = "<redacted>"
 
@@ -166,3 +167,17 @@ def redact_text(text: str) -> str:
     text = _BEARER_RE.sub(rf"\1\2{REDACTED}", text)
     text = _redact_pairs(text)
     return _FLAG_SPACE_RE.sub(_redact_flag, text)
+
+
+def redact_facts(value: Any, key: str = "") -> Any:
+    """Redact a parsed structure (e.g. a server's logged ServerArgs): values under a secret
+    name are replaced whole, every other string loses its token-looking parts."""
+    if isinstance(value, dict):
+        return {k: redact_facts(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_facts(v, key) for v in value]
+    if isinstance(value, str):
+        if key and is_secret_name(key) and value not in ("", "None"):
+            return REDACTED
+        return redact_text(value)
+    return value

@@ -149,3 +149,15 @@ def test_tokens_never_survive_any_surrounding(token: str, before: str, after: st
     text = f"{before}{token}{after}"
     for redacted in (redact_text(text), redact_value(text), " ".join(redact_argv([text]))):
         assert token not in redacted and re.search(re.escape(REDACTED), redacted)
+
+
+def test_redact_facts_covers_logged_server_args() -> None:
+    from driftwatch.redact import redact_facts
+
+    facts = {"server_args": {"api_key": "letmein", "hf_token": "hf_abcdefghijklmnopqrstuvwxyz12", "tp_size": 8,
+                             "model_path": "/m", "api_key_unset": "None"},
+             "errors": [{"message": "auth failed for sk-abcdefabcdefabcdef123456"}]}
+    out = redact_facts(facts)
+    assert out["server_args"]["api_key"] == "<redacted>" and out["server_args"]["hf_token"] == "<redacted>"
+    assert out["server_args"]["tp_size"] == 8 and out["server_args"]["model_path"] == "/m"
+    assert "sk-abc" not in out["errors"][0]["message"]

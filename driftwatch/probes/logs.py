@@ -11,7 +11,14 @@ import json
 from typing import Any
 
 from driftwatch.logparse import parse_log_parts
-from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeSkipped, run_target_python
+from driftwatch.probes.base import (
+    Facts,
+    ProbeContext,
+    ProbeError,
+    ProbeSkipped,
+    run_target_python,
+)
+from driftwatch.redact import redact_facts
 from driftwatch.transport import DEFAULT_MAX_OUTPUT
 
 # Per file at most 2 MiB of head and 2 MiB of tail; with many globs the share shrinks so
@@ -87,4 +94,5 @@ class LogsProbe:
         result = run_target_python(ctx, "logs_collect.py", json.dumps(request).encode())
         if result.exit_code != 0:
             raise ProbeError(result.error_text.splitlines()[-1] if result.error_text else "logs probe failed")
-        return {"logs": parse_logs_report(result.stdout)}
+        # ServerArgs lines carry api_key and hf_token; error lines may quote tokens.
+        return {"logs": redact_facts(parse_logs_report(result.stdout))}
