@@ -13,7 +13,7 @@ from filelock import Timeout as LockTimeout
 from rich.text import Text
 
 from driftwatch.alerts import AlertKind, AlertState, fingerprint
-from driftwatch.commands.common import load, print_json, stderr_console
+from driftwatch.commands.common import host_message, load, print_json, stderr_console
 from driftwatch.commands.diff import output_format, print_report
 from driftwatch.commands.snapshot import take_snapshot
 from driftwatch.config import Config, Target, resolve_targets
@@ -145,7 +145,7 @@ def _print(outcomes: list[CheckOutcome], form: str, quiet: bool) -> None:
     err = stderr_console()
     for outcome in outcomes:
         for message in ([outcome.error] if outcome.error else []) + outcome.warnings:
-            err.print(Text(f"driftwatch: {clean(outcome.host)}: {clean(message)}", style="red"))
+            err.print(Text(clean(host_message(outcome.host, message)), style="red"))
     if form == "json":
         print_json([_json(o) for o in outcomes])
         return

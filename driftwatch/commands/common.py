@@ -27,3 +27,8 @@ def stderr_console() -> Console:
 
 def print_json(document: Any) -> None:
     sys.stdout.write(json.dumps(document, indent=1, default=str) + "\n")
+
+
+def host_message(host: str, message: str) -> str:
+    """``driftwatch: gpu01: reason``, without repeating a host the reason already names."""
+    return f"driftwatch: {message}" if message.startswith(host) else f"driftwatch: {host}: {message}"

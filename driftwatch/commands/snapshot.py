@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import sys
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.text import Text
 
 from driftwatch.collect import collect_snapshot
-from driftwatch.commands.common import load, print_json, stderr_console, stdout_console
+from driftwatch.commands.common import host_message, load, print_json, stderr_console, stdout_console
 from driftwatch.config import Config, Target, resolve_targets
 from driftwatch.connect import open_transport
 from driftwatch.errors import StoreError, TransportError
@@ -90,16 +94,36 @@ def collect_many(
     targets: list[Target], config: Config, store: SnapshotStore, *, timeout: float, labels: list[str],
     parallel: int, accept_new_host_key: bool = False,
 ) -> list[HostOutcome]:
-    """Every host's outcome is data: one slow or unreachable host never fails the others."""
+    """Every host's outcome is data: one slow or unreachable host never fails the others.
+
+    At most ``parallel`` hosts are in flight, so a thousand hosts never mean a thousand
+    connections or threads at once.
+    """
     workers = max(1, min(parallel, len(targets)))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="host") as pool:
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="host") as pool, _progress(len(targets)) as done:
         futures = [
             pool.submit(
                 snapshot_host, t, config, store, timeout=timeout, labels=labels, accept_new_host_key=accept_new_host_key
             )
             for t in targets
         ]
+        for future in as_completed(futures):
+            done(future.result())
         return [f.result() for f in futures]
+
+
+@contextmanager
+def _progress(total: int) -> Iterator[Callable[[HostOutcome], None]]:
+    """A progress bar on stderr for several hosts, only when a person is watching."""
+    if total < 2 or not sys.stderr.isatty():
+        yield lambda outcome: None
+        return
+    with Progress(
+        TextColumn("snapshot"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+        console=stderr_console(), transient=True,
+    ) as progress:
+        task = progress.add_task("", total=total)
+        yield lambda outcome: progress.update(task, advance=1, description=clean(outcome.target.name))
 
 
 def run_snapshot(
@@ -115,7 +139,7 @@ def run_snapshot(
     err = stderr_console()
     for outcome in outcomes:
         if outcome.error:
-            err.print(Text(f"driftwatch: {clean(outcome.target.name)}: {clean(outcome.error)}", style="red"))
+            err.print(Text(clean(host_message(outcome.target.name, outcome.error)), style="red"))
     if json_out:
         print_json([_json_entry(o) for o in outcomes])
     else:
