@@ -60,7 +60,7 @@ def gpu_host(sshd: Sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
     venv = tmp_path / "venv"
     python = make_gpu_venv(venv)
     (tmp_path / "driftwatch.toml").write_text(
-        f'connect_timeout = 3\nssh_config = "{sshd.ssh_config_path}"\nknown_hosts = "{sshd.known_hosts_path}"\n'
+        f'timeout = 30\nconnect_timeout = 3\nssh_config = "{sshd.ssh_config_path}"\nknown_hosts = "{sshd.known_hosts_path}"\n'
         f'[watch]\npython = ["{python}"]\n'
     )
     monkeypatch.chdir(tmp_path)
@@ -173,7 +173,7 @@ def test_textfile_parses_and_unreachable_host_reports_down(gpu_host: Path, tmp_p
 def test_no_baseline_says_how_to_make_one(sshd: Sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     sshd.fake_env()
     (tmp_path / "driftwatch.toml").write_text(
-        f'ssh_config = "{sshd.ssh_config_path}"\nknown_hosts = "{sshd.known_hosts_path}"\n'
+        f'timeout = 30\nssh_config = "{sshd.ssh_config_path}"\nknown_hosts = "{sshd.known_hosts_path}"\n'
     )
     monkeypatch.chdir(tmp_path)
     assert check() == 1

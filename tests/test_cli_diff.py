@@ -28,13 +28,14 @@ class Host:
     def __init__(self, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         self.root, self.monkeypatch = root, monkeypatch
         self.venv = root / "venv"
+        self.timeout = "30"  # generous: only the hang scenario wants a short deadline
         self.src = root / "src"
 
     def capture(self, name: str) -> None:
         self.monkeypatch.setenv("FAKE_NVIDIA_SMI_CAPTURE", str(FIXTURES / name))
 
     def snapshot(self, *args: str) -> None:
-        assert main(["snapshot", "local", "--timeout", "2", *args]) in (0, 3)
+        assert main(["snapshot", "local", "--timeout", self.timeout, *args]) in (0, 3)
 
     def diff(self, *args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
         capsys.readouterr()
@@ -56,7 +57,7 @@ def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capture
     h.src.mkdir()
     (h.src / "server_args.py").write_text("mem_fraction_static = None\n")
     (h.src / "scheduler.py").write_text("def schedule(): pass\n")
-    (tmp_path / "driftwatch.toml").write_text(f'[watch]\npython = ["{python}"]\nfiles = ["{h.src}/**/*.py"]\n')
+    (tmp_path / "driftwatch.toml").write_text(f'timeout = 30\n[watch]\npython = ["{python}"]\nfiles = ["{h.src}/**/*.py"]\n')
     monkeypatch.chdir(tmp_path)
     h.snapshot("--label", "good")
     capsys.readouterr()
@@ -96,6 +97,7 @@ def grab_gpu_memory(h: Host) -> None:
 
 def nvidia_smi_hangs(h: Host) -> None:
     h.monkeypatch.setenv("FAKE_NVIDIA_SMI_HANG", "1")
+    h.timeout = "2"
 
 
 SCENARIOS: list[tuple[str, Callable[[Host], None], str, str, list[str]]] = [

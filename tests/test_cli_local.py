@@ -31,7 +31,7 @@ def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     src.mkdir()
     (src / "server_args.py").write_text("mem_fraction_static = None\n")
     (tmp_path / "driftwatch.toml").write_text(
-        f'timeout = 5\n[watch]\npython = ["{python}"]\nfiles = ["{src}/**/*.py"]\n'
+        f'timeout = 30\n[watch]\npython = ["{python}"]\nfiles = ["{src}/**/*.py"]\n'
     )
     monkeypatch.chdir(tmp_path)
     return tmp_path

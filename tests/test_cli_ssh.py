@@ -30,7 +30,7 @@ def remote(sshd: Sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def write_config(root: Path, sshd: Sshd, watch: str = "", known_hosts: str | None = None, extra: str = "") -> None:
     (root / "driftwatch.toml").write_text(
-        f'connect_timeout = 3\nssh_config = "{sshd.ssh_config_path}"\n'
+        f'timeout = 30\nconnect_timeout = 3\nssh_config = "{sshd.ssh_config_path}"\n'
         f'known_hosts = "{known_hosts or sshd.known_hosts_path}"\n{extra}[watch]\n{watch}'
     )
 

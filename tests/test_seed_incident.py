@@ -63,7 +63,7 @@ def server(sshd: Sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Itera
     logs.mkdir()
     model = f"/models/DeepSeek-V3-{uuid.uuid4().hex[:8]}"  # no other process on this machine matches
     (tmp_path / "driftwatch.toml").write_text(
-        f'ssh_config = "{sshd.ssh_config_path}"\nknown_hosts = "{sshd.known_hosts_path}"\n[watch]\n'
+        f'timeout = 30\nssh_config = "{sshd.ssh_config_path}"\nknown_hosts = "{sshd.known_hosts_path}"\n[watch]\n'
         f'python = ["{python}"]\nprocesses = ["sglang.launch_server --model-path {model}"]\nlogs = ["{logs}/*.log"]\n'
     )
     monkeypatch.chdir(tmp_path)

@@ -103,7 +103,7 @@ def servers(tmp_path: Path) -> Iterator[Servers]:
         started.stop()
 
 
-def record(servers: Servers, probe: ProcessesProbe | None = None, timeout: float = 10.0, **watch: Any) -> ProbeRecord:
+def record(servers: Servers, probe: ProcessesProbe | None = None, timeout: float = 30.0, **watch: Any) -> ProbeRecord:
     settings = WatchSettings(python=[sys.executable], processes=[servers.pattern], **watch)
     ctx = ProbeContext(transport=LocalTransport(), watch=settings, timeout=timeout)
     result = run_probe(probe or ProcessesProbe(), ctx)
@@ -270,7 +270,8 @@ def test_hung_profile_is_recorded_and_bounded(servers: Servers, monkeypatch: pyt
 def test_collectors_run_on_old_pythons(servers: Servers, python: str) -> None:
     servers.start("--port", "1", env={"NCCL_DEBUG": "WARN"})
     settings = WatchSettings(python=[python], processes=[servers.pattern])
-    result = run_probe(ProcessesProbe(), ProbeContext(transport=LocalTransport(), watch=settings))
+    # A generous deadline: the login shell (bash -l with pyenv here) is slow on a busy machine.
+    result = run_probe(ProcessesProbe(), ProbeContext(transport=LocalTransport(), watch=settings, timeout=30))
     assert result.status is ProbeStatus.ok, result.error
     assert result.facts["servers"]["sglang.launch_server"]["env"] == {"NCCL_DEBUG": "WARN"}
     assert result.facts["login_env_error"] is None
