@@ -97,4 +97,19 @@ def _headline(probe: str, facts: dict[str, Any]) -> str:
         builds = ", ".join(f"torch {t.get('version')} (CUDA {t.get('cuda')})" for t in torch.values())
         nccl = (facts.get("nccl") or {}).get("distributions") or {}
         return "; ".join(filter(None, [builds, ", ".join(f"{k} {v}" for k, v in nccl.items())])) or "-"
+    if probe == "processes":
+        servers = facts.get("servers") or {}
+        parts = [f"{key}: {' '.join(f'--{k.replace(chr(95), chr(45))} {v}' for k, v in list((srv.get('args') or {}).items())[:6])}"
+                 for key, srv in servers.items()]
+        return "; ".join(parts) or "no server running"
+    if probe == "logs":
+        parts = []
+        for pattern, log in (facts.get("logs") or {}).items():
+            if log.get("error"):
+                parts.append(f"{pattern}: {log['error']}")
+                continue
+            state = "ready" if log.get("ready") else "not ready"
+            errors = ", ".join(str(e.get("kind")) for e in log.get("errors") or [])
+            parts.append(f"{log.get('path')}: {log.get('kind') or 'unknown'} log, {state}" + (f", errors: {errors}" if errors else ""))
+        return "; ".join(parts)
     return f"{len(facts)} fact(s)"
