@@ -157,6 +157,29 @@ def check(
 
 
 @app.command()
+def fleet(
+    targets: Annotated[list[str], typer.Argument(metavar="TARGET", help="Hosts or groups that should be alike.", show_default=False)],
+    snapshot_now: Annotated[bool, typer.Option("--snapshot", help="Snapshot every host now (and store it) instead of comparing the latest stored snapshots.")] = False,
+    json_out: JsonOpt = False,
+    markdown: Annotated[bool, typer.Option("--markdown", help="Markdown, for pasting into an issue.")] = False,
+    parallel: Annotated[int, typer.Option("--parallel", metavar="N", help="Hosts snapshotted at once (with --snapshot).", min=1)] = 32,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", help="Per-probe deadline in seconds (with --snapshot).", min=0.1)] = None,
+    config: ConfigOpt = None,
+    store: StoreOpt = None,
+) -> int:
+    """Compare hosts that should be alike and name the odd ones out.
+
+    For every fact the hosts disagree on: the majority value and each outlier host with
+    its value, ranked like diff. Identity (hostnames, boot ids, GPU UUIDs) and volatile
+    readings are never outliers. Exit 0 all agree, 2 outliers, 1 error.
+    """
+    from driftwatch.commands.fleet import FleetRequest, run_fleet
+
+    request = FleetRequest(fresh=snapshot_now, json_out=json_out, markdown=markdown, parallel=parallel, timeout=timeout)
+    return run_fleet(targets, request, config_path=config, store_path=store)
+
+
+@app.command()
 def label(
     ref: Annotated[str, typer.Argument(metavar="REF", help="The snapshot, e.g. gpu01@latest.")],
     name: Annotated[str, typer.Argument(metavar="LABEL", help="The label, e.g. good.")],

@@ -60,12 +60,12 @@ def print_terminal(console: Console, result: DiffResult) -> None:
 
 
 def render_markdown(result: DiffResult) -> str:
-    lines = [f"**driftwatch:** {_md(headline(result))}", "", f"_{_md(sides(result))}_"]
+    lines = [f"**driftwatch:** {md_text(headline(result))}", "", f"_{md_text(sides(result))}_"]
     if result.changes:
         lines += ["", "| severity | category | item | change |", "|---|---|---|---|"]
         for change in result.changes:
             lines.append(
-                f"| {change.severity.value} | {change.category} | {_cell(change.item)} | {_cell(change.explanation)} |"
+                f"| {change.severity.value} | {change.category} | {md_cell(change.item)} | {md_cell(change.explanation)} |"
             )
     return "\n".join(lines) + "\n"
 
@@ -73,10 +73,10 @@ def render_markdown(result: DiffResult) -> str:
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
 
 
-def _md(text: object) -> str:
+def md_text(text: object) -> str:
     """Host text printed literally in Markdown: no links, HTML or emphasis from a host."""
     return _MD_SPECIAL.sub(r"\\\1", clean(text))
 
 
-def _cell(text: object) -> str:
-    return _md(text).replace("\n", " ")
+def md_cell(text: object) -> str:
+    return md_text(text).replace("\n", " ")

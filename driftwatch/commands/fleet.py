@@ -1,0 +1,119 @@
+"""`driftwatch fleet TARGET...`: compare hosts that should be alike, name the odd ones out."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+from rich.console import Console
+from rich.text import Text
+
+from driftwatch.commands.common import load, print_json, stderr_console, stdout_console
+from driftwatch.commands.diff import output_format
+from driftwatch.config import Config, Target, resolve_targets
+from driftwatch.diff import DiffOptions, Severity
+from driftwatch.errors import StoreError, UserError
+from driftwatch.fleet import FleetResult, compare_fleet
+from driftwatch.model import Snapshot
+from driftwatch.report.diff import SEVERITY_STYLE, md_cell, md_text
+from driftwatch.report.safe import clean
+from driftwatch.store import SnapshotStore
+
+EXIT_OK, EXIT_ERROR, EXIT_OUTLIERS = 0, 1, 2
+
+
+@dataclass
+class FleetRequest:
+    fresh: bool = False  # --snapshot: collect now (and store) instead of the latest stored
+    json_out: bool = False
+    markdown: bool = False
+    parallel: int = 32
+    timeout: float | None = None
+    unreachable: list[tuple[str, str]] = field(default_factory=list)
+
+
+def run_fleet(words: list[str], request: FleetRequest, *, config_path: str | None, store_path: str | None) -> int:
+    form = output_format(request.json_out, request.markdown)
+    config, store = load(config_path, store_path)
+    targets = resolve_targets(config, words)
+    if len(targets) < 2:
+        names = ", ".join(clean(t.name) for t in targets)
+        raise UserError(f"fleet compares two or more hosts; got {len(targets)} ({names}): name more hosts or a group")
+    snapshots = _fresh(targets, config, store, request) if request.fresh else _stored(targets, store)
+    options = DiffOptions(free_memory_threshold_mib=config.free_memory_threshold_mib, focus=list(config.watch.focus))
+    result = compare_fleet(snapshots, options)
+    result.summary["unreachable"] = [{"host": h, "error": e} for h, e in request.unreachable]
+    if form == "json":
+        print_json(result.to_json())
+    elif form == "markdown":
+        sys.stdout.write(render_markdown(result))
+    else:
+        print_terminal(stdout_console(), result)
+    if request.unreachable:
+        return EXIT_ERROR  # each host's outcome is data; the exit code is the worst one
+    return EXIT_OK if result.agree else EXIT_OUTLIERS
+
+
+def _stored(targets: list[Target], store: SnapshotStore) -> dict[str, Snapshot]:
+    snapshots: dict[str, Snapshot] = {}
+    for target in targets:
+        try:
+            latest = store.latest(target.name)
+        except StoreError as exc:  # the message names the file
+            raise StoreError(f"{clean(target.name)}: latest snapshot unreadable: {exc}") from exc
+        if latest is None:
+            raise UserError(
+                f"{clean(target.name)}: no snapshot in {store.root}; take one "
+                f"(driftwatch snapshot {clean(target.name)}) or run fleet with --snapshot"
+            )
+        snapshots[target.name] = latest.snapshot
+    return snapshots
+
+
+def _fresh(targets: list[Target], config: Config, store: SnapshotStore, request: FleetRequest) -> dict[str, Snapshot]:
+    # Imported here: only --snapshot needs SSH, and paramiko costs a quarter second.
+    from driftwatch.commands.snapshot import collect_many
+
+    outcomes = collect_many(
+        targets, config, store, timeout=request.timeout or config.timeout, labels=[], parallel=request.parallel
+    )
+    err = stderr_console()
+    snapshots: dict[str, Snapshot] = {}
+    for outcome in outcomes:
+        if outcome.snapshot is None:
+            request.unreachable.append((outcome.target.name, outcome.error or "no snapshot"))
+            err.print(Text(f"driftwatch: {clean(outcome.target.name)}: {clean(outcome.error)} (left out of the comparison)", style="red"))
+        else:
+            snapshots[outcome.target.name] = outcome.snapshot
+    if len(snapshots) < 2:
+        raise UserError(f"only {len(snapshots)} of {len(targets)} hosts could be snapshotted: nothing to compare")
+    return snapshots
+
+
+def _hosts_line(result: FleetResult) -> str:
+    line = f"compared: {', '.join(result.summary['hosts'])}"
+    missing = [u["host"] for u in result.summary.get("unreachable", [])]
+    return line + (f"; left out (unreachable): {', '.join(missing)}" if missing else "")
+
+
+def print_terminal(console: Console, result: FleetResult) -> None:
+    console.print(Text(clean(result.summary["headline"]), style="bold"))
+    console.print(Text(clean(_hosts_line(result)), style="dim"))
+    groups: dict[Severity, list[str]] = {}
+    for finding in result.findings:
+        groups.setdefault(finding.severity, []).append(f"{finding.category:<11} {finding.explanation}")
+    for severity in sorted(groups, key=lambda s: -s.rank):
+        console.print()
+        console.print(Text(f" {severity.value.upper()} ({len(groups[severity])}) ", style=SEVERITY_STYLE[severity]))
+        for line in groups[severity]:
+            console.print(Text("  " + clean(line)))
+
+
+def render_markdown(result: FleetResult) -> str:
+    lines = [f"**driftwatch fleet:** {md_text(result.summary['headline'])}", "", f"_{md_text(_hosts_line(result))}_"]
+    if result.findings:
+        lines += ["", "| severity | category | item | hosts | finding |", "|---|---|---|---|---|"]
+        for f in result.findings:
+            named = ", ".join(h for h, _ in f.outliers) or ", ".join(h for _, hs in f.values for h in hs)
+            lines.append(f"| {f.severity.value} | {f.category} | {md_cell(f.item)} | {md_cell(named)} | {md_cell(f.explanation)} |")
+    return "\n".join(lines) + "\n"

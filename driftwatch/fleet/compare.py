@@ -1,0 +1,174 @@
+"""compare_fleet: several hosts' snapshots in, the facts they disagree on out, ranked.
+
+For each fact path the hosts' values are counted. A value held by more than half of the
+hosts is the majority and every other host is an outlier with its value; with no such
+value (two hosts that differ, a 50/50 split) every value is listed with its hosts and no
+host is called odd. Pure: no I/O, no printing.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from driftwatch.diff.change import Change, DiffOptions, Severity
+from driftwatch.diff.context import DiffContext
+from driftwatch.diff.rank import rank_changes
+from driftwatch.fleet import explain
+from driftwatch.fleet.flatten import (
+    Fact,
+    FactMap,
+    HostView,
+    flatten,
+    interpreter_labels,
+)
+from driftwatch.model import ProbeStatus, Snapshot
+
+
+@dataclass(frozen=True)
+class Finding:
+    fact: str  # the fact path, e.g. python[python3].dist[nvidia-nccl-cu12]
+    category: str
+    item: str
+    severity: Severity
+    explanation: str
+    detail: str  # the explanation without leading host names
+    majority: tuple[Hashable, int] | None  # (value, how many hosts hold it)
+    outliers: tuple[tuple[str, Hashable], ...]
+    values: tuple[tuple[Hashable, tuple[str, ...]], ...]  # every value, when no majority
+    hosts: int  # hosts that took part in this comparison
+    focus: bool = False
+    # (label, every host's value): two facts with the same words and the same split are
+    # one finding (NCCL as a wheel and as the CUDA stack's; torch likewise).
+    same_as: tuple[str, frozenset[tuple[str, Hashable]]] = field(default=("", frozenset()), repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        # Hosts that agree with the majority are counted, not named.
+        majority = None if self.majority is None else {"value": self.majority[0], "count": self.majority[1]}
+        return {
+            "category": self.category, "item": self.item, "fact": self.fact,
+            "severity": self.severity.value, "explanation": self.explanation, "compared": self.hosts,
+            "majority": majority,
+            "outliers": [{"host": h, "value": v} for h, v in self.outliers],
+            "values": [{"value": v, "hosts": list(hs)} for v, hs in self.values],
+        }
+
+
+@dataclass(frozen=True)
+class FleetResult:
+    findings: list[Finding]
+    summary: dict[str, Any]
+
+    @property
+    def agree(self) -> bool:
+        return not self.findings
+
+    def to_json(self) -> dict[str, Any]:
+        return {"findings": [f.to_json() for f in self.findings], "summary": self.summary}
+
+
+def compare_fleet(snapshots: Mapping[str, Snapshot], options: DiffOptions | None = None) -> FleetResult:
+    """``snapshots``: host name → its snapshot, at least two."""
+    if len(snapshots) < 2:
+        raise ValueError("a fleet comparison needs at least two hosts")
+    options = options or DiffOptions()
+    focus = DiffContext.from_options(options).focus
+    labels, by_position = interpreter_labels(dict(snapshots))
+    flat = {
+        host: flatten(snap, HostView(focus, labels[host], by_position, options.free_memory_threshold_mib))
+        for host, snap in snapshots.items()
+    }
+    ok = {h: {n for n, r in s.probes.items() if r.status is ProbeStatus.ok} for h, s in snapshots.items()}
+    findings: list[Finding] = []
+    for path in dict.fromkeys(p for facts in flat.values() for p in facts):
+        findings += _compare_path(path, flat, ok)
+    ranked = _dedupe(_rank(findings))
+    return FleetResult(ranked, summarize(list(snapshots), ranked))
+
+
+def _compare_path(path: str, flat: dict[str, FactMap], ok: dict[str, set[str]]) -> list[Finding]:
+    template = next(facts[path] for facts in flat.values() if path in facts)
+    # A host whose probe failed says nothing about that probe's facts.
+    takers = [h for h in flat if not template.probe or template.probe in ok[h]]
+    groups: dict[Hashable, list[str]] = {}
+    for host in takers:
+        anchor = flat[host].get(template.within) if template.within else None
+        groups.setdefault(anchor.value if anchor else None, []).append(host)
+    found = (_judge(path, template, {h: flat[h].get(path) for h in group}) for group in groups.values())
+    return [f for f in found if f is not None]
+
+
+def _judge(path: str, template: Fact, facts: dict[str, Fact | None]) -> Finding | None:
+    values = {host: fact.value if fact else None for host, fact in facts.items()}
+    counts = Counter(values.values())
+    if len(counts) < 2:
+        return None
+    present = [f for f in facts.values() if f is not None]
+    notes = {host: fact.note for host, fact in facts.items() if fact and fact.note}
+    top, top_count = counts.most_common(1)[0]
+    why = next((f.why for f in present if f.why), "")  # e.g. only the failed probe has one
+    majority: tuple[Hashable, int] | None = None
+    outliers: tuple[tuple[str, Hashable], ...] = ()
+    spread: tuple[tuple[Hashable, tuple[str, ...]], ...] = ()
+    if top_count * 2 > len(values):
+        majority = (top, top_count)
+        outliers = tuple((h, v) for h, v in values.items() if v != top)
+        text, detail = explain.outlier_sentence(template.label, top, top_count, outliers, notes, why)
+    else:
+        groups = explain.by_value(list(values.items()))
+        spread = tuple((v, tuple(hs)) for v, hs in sorted(groups, key=lambda vh: -len(vh[1])))
+        text = detail = explain.split_sentence(template.label, spread, why)
+    return Finding(
+        fact=path, category=template.category, item=template.item,
+        severity=max((f.severity for f in present), key=lambda s: s.rank),
+        explanation=text, detail=detail, majority=majority, outliers=outliers, values=spread,
+        hosts=len(values), focus=any(f.focus for f in present),
+        same_as=(template.label, frozenset(values.items())),
+    )
+
+
+def _rank(findings: list[Finding]) -> list[Finding]:
+    """The diff's order (severity, category prior, focus), through its own ranking."""
+    changes = [
+        Change(f.category, f.item, f.majority, f.outliers, f.severity, f.explanation, focus=f.focus)
+        for f in findings
+    ]
+    index = {id(c): i for i, c in enumerate(changes)}
+    return [findings[index[id(c)]] for c in rank_changes(changes)]
+
+
+def _dedupe(findings: list[Finding]) -> list[Finding]:
+    """A split reported by two probes is kept once, where it ranks first."""
+    seen: set[tuple[str, frozenset[tuple[str, Hashable]]]] = set()
+    kept = []
+    for finding in findings:
+        if finding.same_as not in seen:
+            seen.add(finding.same_as)
+            kept.append(finding)
+    return kept
+
+
+def summarize(hosts: list[str], findings: list[Finding]) -> dict[str, Any]:
+    weight: dict[str, list[int]] = {}
+    for finding in findings:
+        for host, _ in finding.outliers:
+            entry = weight.setdefault(host, [0, 0])
+            entry[0], entry[1] = max(entry[0], finding.severity.rank), entry[1] + 1
+    # Most severe first, then most findings, then the order the user gave.
+    outliers = sorted(weight, key=lambda h: (-weight[h][0], -weight[h][1], hosts.index(h)))
+    with_majority = [f for f in findings if f.majority is not None]
+    first = None
+    if findings:  # the headline's finding: the top one that names an odd host, if any does
+        top = (with_majority or findings)[0]
+        first = (top.explanation, top.detail, frozenset(h for h, _ in top.outliers))
+    counts = {s.value: sum(f.severity is s for f in findings) for s in Severity}
+    return {
+        "hosts": hosts,
+        "outlier_hosts": outliers,
+        "agree": not findings,
+        "headline": explain.headline(hosts, outliers, first, len(findings)),
+        "total": len(findings),
+        "counts": counts,
+    }

@@ -1,0 +1,153 @@
+"""`driftwatch fleet` end to end: one sshd reached as several config hosts, one venv each."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from driftwatch.cli import main
+from driftwatch.store import SnapshotStore
+from tests.diff.builders import baseline, dists, make_snapshot
+from tests.sshd import Sshd, free_port
+from tests.venvs import make_gpu_venv, site_packages, write_dist_info
+
+Run = tuple[int, str, str]
+HOSTS = ("gpu01", "gpu02", "gpu03", "gpu04")
+
+
+@pytest.fixture(scope="module")
+def venvs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Four look-alike venvs; gpu03's has NCCL 2.21.5 instead of 2.27.3."""
+    root = tmp_path_factory.mktemp("fleet-venvs")
+    with pytest.MonkeyPatch.context() as mp:
+        # The editable sglang's checkout is a fresh git repo per venv: the same date makes
+        # the same commit, as the same release checked out on every host would.
+        for var in ("GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE"):
+            mp.setenv(var, "2026-02-19T10:00:00+00:00")
+        pythons = {host: make_gpu_venv(root / host) for host in HOSTS}
+    site = site_packages(root / "gpu03")
+    shutil.rmtree(site / "nvidia_nccl_cu12-2.27.3.dist-info")
+    files = {"nvidia/nccl/__init__.py": "", "nvidia/nccl/lib/libnccl.so.2": "\x7fELF-older\n"}
+    write_dist_info(site, "nvidia_nccl_cu12", "nvidia-nccl-cu12", "2.21.5", [], files)
+    return pythons
+
+
+@pytest.fixture
+def config(sshd: Sshd, venvs: dict[str, Path], tmp_path: Path) -> Iterator[Path]:
+    sshd.fake_env()
+    hosts = "".join(f'[hosts.{h}]\naddress = "testhost"\npython = ["{p}"]\n\n' for h, p in venvs.items())
+    path = tmp_path / "driftwatch.toml"
+    path.write_text(
+        f'store = "{tmp_path / "snapshots"}"\nconnect_timeout = 3\n'
+        f'ssh_config = "{sshd.ssh_config_path}"\nknown_hosts = "{sshd.known_hosts_path}"\n\n'
+        f'{hosts}[hosts.gone]\naddress = "root@127.0.0.1:{free_port()}"\n\n'
+        '[groups]\nrack = ["gpu01", "gpu02", "gpu03"]\ngood = ["gpu01", "gpu02", "gpu04"]\n'
+        'broken = ["gpu01", "gpu02", "gone"]\n'
+    )
+    yield path
+
+
+def fleet(capsys: pytest.CaptureFixture[str], config: Path, *argv: str) -> Run:
+    code = main(["fleet", *argv, "--config", str(config)])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_rack_names_the_odd_host_and_the_fact_first(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = fleet(capsys, config, "rack", "--snapshot")
+    first = out.splitlines()[0]
+    assert code == 2, err
+    assert first == "1 odd host out of 3: gpu03 — nvidia-nccl-cu12 2.21.5 where the other 2 hosts have 2.27.3"
+    assert "gpu01" not in first and "gpu02" not in first
+    # The fresh snapshots were stored, and the stored ones say the same.
+    code, out, _ = fleet(capsys, config, "rack", "--json")
+    document = json.loads(out)
+    assert code == 2 and set(document) == {"findings", "summary"}
+    assert document["summary"]["headline"] == first and document["summary"]["outlier_hosts"] == ["gpu03"]
+    assert [f["outliers"] for f in document["findings"]] == [[{"host": "gpu03", "value": "2.21.5"}]]
+    assert document["findings"][0]["item"] == "nvidia-nccl-cu12"
+    code, out, _ = fleet(capsys, config, "rack")
+    assert code == 2 and out.splitlines()[0] == first
+
+
+def test_fresh_json_agrees_with_the_terminal(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = fleet(capsys, config, "gpu01", "gpu02", "gpu03", "--snapshot", "--json", "--parallel", "2")
+    document = json.loads(out)
+    assert code == 2 and document["summary"]["hosts"] == ["gpu01", "gpu02", "gpu03"]
+    [finding] = document["findings"]
+    assert finding["majority"] == {"value": "2.27.3", "count": 2} and finding["severity"] == "high"
+
+
+def test_identical_hosts_agree(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = fleet(capsys, config, "good", "--snapshot")
+    assert code == 0, out + err
+    assert out.splitlines()[0] == "all 3 hosts agree"
+
+
+def test_an_unreachable_host_is_reported_and_the_rest_compared(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = fleet(capsys, config, "broken", "--snapshot", "--json")
+    document = json.loads(out)
+    assert code == 1, err  # the worst outcome: a host could not be compared
+    assert "gone" in err and "127.0.0.1" in err and "Traceback" not in err
+    assert document["summary"]["hosts"] == ["gpu01", "gpu02"]
+    assert [u["host"] for u in document["summary"]["unreachable"]] == ["gone"]
+    assert (config.parent / "snapshots" / "gpu01").is_dir()
+
+
+def test_one_reachable_host_is_not_a_fleet(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = fleet(capsys, config, "gpu01", "gone", "--snapshot")
+    assert code == 1 and out == ""
+    assert "gone" in err and "only 1 of 2 hosts" in err
+
+
+# -- stored snapshots, no SSH --------------------------------------------------------
+
+
+@pytest.fixture
+def stored(tmp_path: Path) -> Path:
+    """A store holding gpu01..gpu03 (gpu03 with a hostile package name) and a config."""
+    store = SnapshotStore(tmp_path / "snapshots")
+    for n in (1, 2, 3):
+        facts = baseline()
+        facts["system"].update(hostname=f"node{n}", boot_id=f"b{n}")
+        if n == 3:
+            dists(facts)["evil\x1b]0;pwned\x07[bold]x[/bold]"] = {"name": "evil", "version": "1.0"}
+        store.save(make_snapshot(host=f"gpu0{n}", **facts))
+    config = tmp_path / "driftwatch.toml"
+    config.write_text(f'store = "{store.root}"\n[groups]\nrack = ["gpu01", "gpu02", "gpu03"]\n'
+                      '[hosts.gpu01]\n[hosts.gpu02]\n[hosts.gpu03]\n[hosts.gpu09]\n')
+    return config
+
+
+def test_stored_markdown_and_terminal_start_with_the_headline_and_escape_host_text(
+    stored: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = fleet(capsys, stored, "rack", "--markdown")
+    assert code == 2 and out.startswith("**driftwatch fleet:** 1 odd host out of 3: gpu03")
+    assert "\x1b" not in out and "\x07" not in out
+    code, out, _ = fleet(capsys, stored, "rack")
+    assert code == 2 and out.startswith("1 odd host out of 3: gpu03")
+    assert "\x1b" not in out and "\\x1b" in out and "[bold]x[/bold]" in out
+
+
+def test_a_host_without_snapshots_is_an_error_naming_it(stored: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = fleet(capsys, stored, "gpu01", "gpu09")
+    assert code == 1 and out == "" and "gpu09" in err and "--snapshot" in err
+
+
+def test_an_unreadable_snapshot_is_an_error_naming_host_and_file(stored: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = stored.parent / "snapshots" / "gpu02"
+    broken = folder / "99990101T000000.000000Z.json"
+    broken.write_text("{not json")
+    code, _, err = fleet(capsys, stored, "rack")
+    assert code == 1 and "gpu02" in err and str(broken) in err and "Traceback" not in err
+
+
+def test_fewer_than_two_hosts_and_clashing_forms_are_errors(stored: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert fleet(capsys, stored, "gpu01")[0] == 1
+    code, _, err = fleet(capsys, stored, "rack", "--json", "--markdown")
+    assert code == 1 and "exclusive" in err
