@@ -11,7 +11,7 @@ import pytest
 
 from driftwatch.cli import main
 from tests.sshd import Sshd, free_port
-from tests.transport import pids_matching, wait_gone
+from tests.transport import wait_gone
 from tests.venvs import make_gpu_venv
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -150,9 +150,9 @@ def run_snapshot(
     return worst(o.exit_code for o in outcomes)
 
 
-def worst(codes: object) -> int:
+def worst(codes: Iterable[int]) -> int:
     """1 (error) beats 3 (partial) beats 0."""
-    found = set(codes)  # type: ignore[arg-type]
+    found = set(codes)
     for code in (EXIT_ERROR, EXIT_PARTIAL):
         if code in found:
             return code
