@@ -69,7 +69,9 @@ def run_target_python(ctx: ProbeContext, script_name: str, request: bytes) -> Co
     from the config is ever interpreted by a shell.
     """
     interpreter = quote_path(ctx.watch.python[0] if ctx.watch.python else "python3")
-    return ctx.run(f"exec {interpreter} -c {shlex.quote(load_script(script_name))}", stdin=request)
+    # -I -S: these scripts need the standard library only, and skipping site (and any
+    # .pth hooks a GPU environment installs) makes the interpreter start ~4x cheaper.
+    return ctx.run(f"exec {interpreter} -I -S -c {shlex.quote(load_script(script_name))}", stdin=request)
 
 
 class Probe(Protocol):

@@ -19,24 +19,29 @@ def sha256_of(path):
 
 
 def expand(patterns, limit):
+    """(path, stat or OSError) of every regular file matched, one stat per file."""
     seen = []
     known = set()
     for pattern in patterns:
         for path in sorted(glob.iglob(os.path.expanduser(pattern), recursive=True)):
-            if path in known or not os.path.isfile(path):
+            if path in known:
+                continue
+            try:
+                st = os.stat(path)
+            except OSError as exc:
+                st = exc
+            if not isinstance(st, OSError) and not stat.S_ISREG(st.st_mode):
                 continue
             if len(seen) >= limit:
                 return seen, True
             known.add(path)
-            seen.append(path)
+            seen.append((path, st))
     return seen, False
 
 
-def describe(path, request):
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        return {"error": exc.strerror or str(exc)}
+def describe(path, st, request):
+    if isinstance(st, OSError):
+        return {"error": st.strerror or str(st)}
     entry = {
         "size": st.st_size,
         "mtime": st.st_mtime,
@@ -67,7 +72,7 @@ def main():
     request = json.load(sys.stdin)
     request["hashed"] = request["reused"] = 0
     paths, truncated = expand(request["patterns"], request["max_files"])
-    files = dict((path, describe(path, request)) for path in paths)
+    files = dict((path, describe(path, st, request)) for path, st in paths)
     counts = {"hashed": request["hashed"], "reused": request["reused"]}
     report = {"patterns": request["patterns"], "files": files, "truncated": truncated}
     report["volatile"] = counts
