@@ -1,8 +1,10 @@
 """Run commands on a remote host over one SSH connection (paramiko).
 
-One connection per host; every ``run`` opens its own session channel on it, so probes run
-in parallel from threads without paying for a handshake each. paramiko, socket and OS
-errors are translated into :mod:`driftwatch.errors` here and nowhere else.
+One connection per host, so probes run in parallel from threads without paying for a
+handshake each. Commands go to one agent process on one session channel (see
+:mod:`driftwatch.transport.agent`); where it cannot start (no python3 on the target),
+every ``run`` opens its own session channel instead. paramiko, socket and OS errors are
+translated into :mod:`driftwatch.errors` here and nowhere else.
 """
 
 from __future__ import annotations
@@ -18,11 +20,14 @@ import select
 import socket
 import threading
 import time
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
 import paramiko
 
 from driftwatch.errors import AuthError, ConnectError, DriftwatchError, HostKeyError, UserError
+from driftwatch.transport.agent import AGENT_LIFETIME, DEFAULT_PYTHONS, Agent
 from driftwatch.transport.base import (
     CLIENT_GRACE,
     DEFAULT_MAX_OUTPUT,
@@ -87,14 +92,32 @@ class _Options:
 
 
 class SshTransport:
-    """One SSH connection to a host; each :meth:`run` is a new session channel on it."""
+    """One SSH connection to a host; commands run on its agent, or each on a new channel."""
 
-    def __init__(self, clients: list[paramiko.SSHClient], *, name: str, address: str, via: str | None) -> None:
+    def __init__(
+        self,
+        clients: list[paramiko.SSHClient],
+        *,
+        name: str,
+        address: str,
+        via: str | None,
+        use_agent: bool = True,
+        agent_python: str | None = None,
+        agent_wait: float = 10,
+    ) -> None:
         self._clients = clients  # the target's client first, then the jump hosts under it
         self.name = name
         self.address = address
         self.via = via  # address of the ProxyJump host next to the target, if any
         self._slots = threading.BoundedSemaphore(MAX_CHANNELS)
+        self._agent_pythons = (agent_python,) if agent_python else DEFAULT_PYTHONS
+        self._agent_wait = agent_wait  # for its hello: one shell start, like a connect
+        self._agent_lock = threading.Lock()
+        # Resolves to the agent, or to None: run commands on channels for good.
+        self._agent: Future[Agent | None] | None = None if use_agent else _resolved(None)
+        self._retired: list[Agent] = []  # replaced near their end, maybe still answering
+        self._closed = False
+        self.agent_error: str | None = None  # why commands run on channels, if they do
 
     @classmethod
     def connect(
@@ -108,17 +131,29 @@ class SshTransport:
         port: int | None = None,
         user: str | None = None,
         key_filename: str | None = None,
+        use_agent: bool = True,
+        agent_python: str | None = None,
     ) -> SshTransport:
         """Connect to ``[user@]host[:port]`` or an ssh config alias.
 
         Explicit arguments beat the destination string, which beats the ssh config.
         Raises ConnectError, AuthError, HostKeyError, or UserError for bad input.
+        ``use_agent=False`` runs every command on its own channel; ``agent_python`` is
+        the target's interpreter for the agent (default: /usr/bin/python3, else python3).
         """
         options = _Options(_load_config(ssh_config_path), known_hosts_path, accept_new_host_key, connect_timeout)
         target = _resolve(destination, options, port=port, user=user, key_filename=key_filename)
         chain = _open_chain(target, options, depth=0)
         via = chain[1][1].address if len(chain) > 1 else None
-        return cls([client for client, _ in chain], name=destination, address=target.address, via=via)
+        return cls(
+            [client for client, _ in chain],
+            name=destination,
+            address=target.address,
+            via=via,
+            use_agent=use_agent,
+            agent_python=agent_python,
+            agent_wait=connect_timeout,
+        )
 
     def run(
         self,
@@ -130,6 +165,13 @@ class SshTransport:
     ) -> CommandResult:
         deadline = time.monotonic() + timeout + CLIENT_GRACE
         out, err = BoundedBuffer(max_output), BoundedBuffer(max_output)
+        try:
+            agent = self._agent_for(timeout + CLIENT_GRACE, deadline)
+        except FutureTimeout:
+            return _failed(out, err, f"no command agent on {self.address} within {timeout:g}s", timed_out=True)
+        if agent is not None:
+            remote_timeout = max(deadline - CLIENT_GRACE - time.monotonic(), 0.0)
+            return agent.run(script, timeout=remote_timeout, stdin=stdin, max_output=max_output, deadline=deadline)
         # Waiting for a free channel counts against the deadline: callers rely on run()
         # returning within timeout + grace however many probes share the connection.
         if not self._slots.acquire(timeout=max(timeout, 0.0)):
@@ -140,7 +182,23 @@ class SshTransport:
         finally:
             self._slots.release()
 
+    @property
+    def mode(self) -> str:
+        """``agent`` or ``channels`` once decided (by the first command); else ``undecided``."""
+        future = self._agent
+        if future is None or not future.done():
+            return "undecided"
+        return "channels" if future.result() is None else "agent"
+
     def close(self) -> None:
+        with self._agent_lock:
+            self._closed = True
+            future, self._agent = self._agent, _resolved(None)
+            agents, self._retired = self._retired, []
+        if future is not None and future.done() and future.result() is not None:
+            agents.append(future.result())  # type: ignore[arg-type]  # checked just above
+        for agent in agents:
+            agent.close()
         clients, self._clients = self._clients, []
         for client in clients:
             client.close()
@@ -150,6 +208,45 @@ class SshTransport:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _agent_for(self, needed: float, deadline: float) -> Agent | None:
+        """The agent to run a command of ``needed`` seconds on; None: use a channel.
+
+        Starts it on first use, in a thread, so that callers wait only until their own
+        deadline (FutureTimeout) and the start is not cut short by one caller's timeout.
+        """
+        if needed > AGENT_LIFETIME / 2:  # outlives an agent: it gets a channel of its own
+            return None
+        with self._agent_lock:
+            future = self._agent
+            agent = future.result() if future is not None and future.done() else None
+            if future is None or (agent is not None and not agent.usable_for(needed)):
+                if agent is not None and not agent.alive:
+                    # It died under us (or the connection did): channels are known to work.
+                    self.agent_error = f"command agent on {self.address} stopped"
+                    future = self._agent = _resolved(None)
+                else:
+                    if agent is not None:  # near its end: it finishes what it has, then dies
+                        self._retired = [old for old in self._retired if old.alive] + [agent]
+                    future = self._agent = Future()
+                    threading.Thread(target=self._start_agent, args=(future,), daemon=True).start()
+        return future.result(timeout=max(deadline - CLIENT_GRACE - time.monotonic(), 0.0))
+
+    def _start_agent(self, future: Future[Agent | None]) -> None:
+        clients = self._clients
+        transport = clients[0].get_transport() if clients else None
+        agent: Agent | None = None
+        try:
+            if transport is None or not transport.is_active():
+                raise EOFError("connection closed")
+            agent = Agent.start(transport, address=self.address, pythons=self._agent_pythons, wait=self._agent_wait)
+        except Exception as exc:  # noqa: BLE001  # whatever went wrong, channels remain
+            self.agent_error = f"command agent unavailable on {self.address}: {_reason(exc)}"
+        with self._agent_lock:
+            if self._closed and agent is not None:
+                agent.close()
+                agent = None
+        future.set_result(agent)
 
     def _run_channel(
         self, command: str, stdin: bytes | None, out: BoundedBuffer, err: BoundedBuffer, deadline: float
@@ -222,6 +319,12 @@ def _pump(
             return False
         select.select([channel], [], [], min(left, _STDIN_WAIT if sent < len(pending) else _IDLE_WAIT))
     return True
+
+
+def _resolved(value: Agent | None) -> Future[Agent | None]:
+    future: Future[Agent | None] = Future()
+    future.set_result(value)
+    return future
 
 
 def _failed(out: BoundedBuffer, err: BoundedBuffer, note: str, *, timed_out: bool = False) -> CommandResult:

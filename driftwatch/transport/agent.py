@@ -1,0 +1,230 @@
+"""Client side of scripts/agent.py: one remote process runs every command of a connection.
+
+Every session channel makes sshd start the user's shell, which on GPU hosts sources a slow
+~/.bashrc (conda, pyenv init). The agent is one python3 on one channel running commands as
+its children, answering by id in JSON lines: the shell starts once per connection.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import itertools
+import json
+import shlex
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from importlib import resources
+
+import paramiko
+
+from driftwatch.transport.base import KILL_AFTER, TIMEOUT_EXITS, CommandResult, bounded_script
+
+# The agent's remote lifetime. Near its end the client starts a fresh one for new commands,
+# early enough that no command given to the old one can outlive it.
+AGENT_LIFETIME = 900.0
+_EXPIRY_MARGIN = 30.0
+# The system interpreter first: a pyenv shim costs ~60 ms per start, and only the stdlib
+# is needed. Any python3 >= 3.6 will do; with none, the transport falls back to channels.
+DEFAULT_PYTHONS = ("/usr/bin/python3", "python3")
+# The login shell may not be POSIX (fish, tcsh): it only runs `exec timeout ... sh -c`.
+# -I: no cwd or PYTHON* on sys.path (a stray json.py in $HOME); -S: no site (.pth files).
+_LAUNCH = 'for p in "$@"; do command -v "$p" >/dev/null && exec "$p" -I -S -c "$0"; done; echo "no python3 among: $*" >&2; exit 127'
+_TICK = 0.5  # how late the reader notices stderr and the sender its deadline
+_CHUNK = 65536
+_ChannelErrors = (paramiko.SSHException, OSError, EOFError)
+
+
+class AgentUnavailable(Exception):
+    """The agent did not start (no python3 on the target, a shell that prints instead)."""
+
+
+def agent_command(pythons: Sequence[str], lifetime: float) -> str:
+    code = (resources.files("driftwatch") / "transport" / "scripts" / "agent.py").read_text(encoding="utf-8")
+    words = ["exec", "timeout", "-k", str(KILL_AFTER), str(int(lifetime)), "sh", "-c", _LAUNCH, code, *pythons]
+    return " ".join(shlex.quote(word) for word in words)
+
+
+def line_bound(max_output: int) -> int:
+    """Longest answer to accept: stdout and stderr, base64 (4/3 each), and a few fields."""
+    return 2 * 4 * (max_output // 3 + 1) + 64 * 1024
+
+
+class Agent:
+    """The agent process on one session channel; :meth:`run` is safe from many threads."""
+
+    def __init__(self, channel: paramiko.Channel, transport: paramiko.Transport, address: str) -> None:
+        self._channel, self._transport, self._address = channel, transport, address
+        self._who = f"driftwatch agent on {address}"
+        self.expires_at = time.monotonic() + AGENT_LIFETIME - _EXPIRY_MARGIN
+        self.pid: int | None = None  # on the target, from its hello
+        self._hello = threading.Event()
+        self._send_lock = threading.Lock()
+        self._lock = threading.Lock()  # guards everything below
+        self._pending: dict[int, tuple[Future[CommandResult], int]] = {}  # id: (waiter, max_output)
+        self._ids = itertools.count(1)
+        self._line_limit = line_bound(0)
+        self._dead: str | None = None  # why it takes no more commands
+        self._stderr = b""  # its last words, for the reason it failed
+
+    @classmethod
+    def start(cls, transport: paramiko.Transport, *, address: str, pythons: Sequence[str], wait: float) -> Agent:
+        """Start the agent and wait for its hello; AgentUnavailable when it does not say it."""
+        try:
+            channel = transport.open_session(timeout=wait)
+            channel.exec_command(agent_command(pythons, AGENT_LIFETIME))
+            channel.settimeout(_TICK)
+        except _ChannelErrors as exc:
+            raise AgentUnavailable(f"cannot start it: {exc or type(exc).__name__}") from exc
+        agent = cls(channel, transport, address)
+        threading.Thread(target=agent._read, name=agent._who, daemon=True).start()
+        if agent._hello.wait(wait) and agent.pid is not None:
+            return agent
+        why = "it exited" if agent._dead else f"no hello within {wait:g}s"
+        agent.close()
+        raise AgentUnavailable(why + agent._last_words())
+
+    @property
+    def alive(self) -> bool:
+        return self._dead is None
+
+    def usable_for(self, seconds: float) -> bool:
+        return self._dead is None and time.monotonic() + seconds < self.expires_at
+
+    def run(
+        self, script: str, *, timeout: float, stdin: bytes | None, max_output: int, deadline: float
+    ) -> CommandResult:
+        """Run ``script`` (killed on the target after ``timeout``); give up at ``deadline``."""
+        request_id = next(self._ids)
+        request = {
+            "id": request_id,
+            "script": bounded_script(script, timeout),
+            "stdin": None if stdin is None else base64.b64encode(stdin).decode("ascii"),
+            "timeout": timeout,
+            "max_output": max_output,
+        }
+        future: Future[CommandResult] = Future()
+        with self._lock:
+            if self._dead is not None:
+                return _error(self._dead)
+            self._pending[request_id] = (future, max_output)
+            self._line_limit = max(self._line_limit, line_bound(max_output))
+        try:
+            self._send(json.dumps(request).encode("ascii") + b"\n", deadline)
+            return future.result(timeout=max(deadline - time.monotonic(), 0.0))
+        except FutureTimeout:
+            return CommandResult(b"", b"", None, timed_out=True)
+        finally:
+            with self._lock:
+                self._pending.pop(request_id, None)
+
+    def close(self) -> None:
+        self._fail(f"connection to {self._address} closed")
+
+    def _send(self, data: bytes, deadline: float) -> None:
+        if not self._send_lock.acquire(timeout=max(deadline - time.monotonic(), 0.0)):
+            return  # the caller's wait for its answer times out at once
+        try:
+            sent = 0
+            while sent < len(data) and self._dead is None:
+                if time.monotonic() >= deadline:  # half a line is out: nothing after it parses
+                    return self._fail(f"{self._who}: request not sent in time")
+                try:
+                    sent += self._channel.send(data[sent : sent + _CHUNK])
+                except TimeoutError:  # no window: the agent is stalled, or we are
+                    pass
+        except _ChannelErrors:
+            self._fail(self._lost_reason())
+        finally:
+            self._send_lock.release()
+
+    def _read(self) -> None:
+        buffer, scanned, reason = bytearray(), 0, None
+        try:
+            while reason is None:
+                try:
+                    chunk = self._channel.recv(_CHUNK)
+                except TimeoutError:
+                    chunk = None
+                while self._channel.recv_stderr_ready():  # unread, it would stall the window
+                    self._stderr = (self._stderr + self._channel.recv_stderr(_CHUNK))[-2048:]
+                if chunk == b"":  # before the hello nobody waits for a reason: skip the check
+                    reason = self._dead or (self._lost_reason() if self.pid is not None else "exited")
+                buffer += chunk or b""
+                while reason is None and (end := buffer.find(b"\n", scanned)) >= 0:
+                    line = bytes(buffer[:end])
+                    del buffer[: end + 1]
+                    scanned = 0
+                    reason = self._dispatch(line)
+                scanned = len(buffer)  # only new bytes can hold the next newline
+                if reason is None and scanned > self._line_limit:
+                    reason = f"{self._who}: protocol error: a line over {self._line_limit} bytes"
+        except _ChannelErrors:
+            reason = self._lost_reason()
+        self._fail(reason)
+
+    def _dispatch(self, line: bytes) -> str | None:
+        """Hand one answer to its caller; a reason to give up on the agent, or None."""
+        try:
+            message = json.loads(line)
+        except ValueError:
+            message = None
+        if self.pid is None:  # lines before the hello are a chatty ~/.bashrc's
+            if isinstance(message, dict) and message.get("hello") == 1 and isinstance(message.get("pid"), int):
+                self.pid = message["pid"]
+                self._hello.set()
+            return None
+        request_id = message.get("id") if isinstance(message, dict) else None
+        if not isinstance(request_id, int):
+            return f"{self._who}: protocol error: unexpected line {line[:80]!r}"
+        with self._lock:
+            future, max_output = self._pending.pop(request_id, (None, 0))
+        if future is not None:  # else its caller gave up already
+            try:
+                future.set_result(_result(message, max_output))
+            except (KeyError, TypeError, ValueError, binascii.Error) as exc:
+                future.set_result(_error(f"{self._who}: bad answer ({exc})"))
+        return None
+
+    def _last_words(self) -> str:
+        tail = self._stderr.decode(errors="replace").strip().splitlines()[-1:]
+        return f": {tail[0]}" if tail else ""
+
+    def _lost_reason(self) -> str:
+        self._transport.join(0.5)  # a dying transport closes channels before it goes inactive
+        if not self._transport.is_active():
+            return f"connection to {self._address} lost"
+        return f"{self._who} exited{self._last_words()}"
+
+    def _fail(self, reason: str | None) -> None:
+        with self._lock:
+            self._dead = self._dead or reason or f"{self._who} stopped"
+            waiters, self._pending = list(self._pending.values()), {}
+        self._hello.set()  # wakes start(); pid stays None without a hello
+        for future, _ in waiters:
+            future.set_result(_error(self._dead))
+        try:
+            self._channel.close()
+        except _ChannelErrors:
+            pass  # on a dead connection there is nobody to tell
+
+
+def _result(message: dict, max_output: int) -> CommandResult:
+    if message.get("error") is not None:
+        return _error(str(message["error"]))
+    rc = message["rc"]
+    if rc is not None and not isinstance(rc, int):
+        raise TypeError(f"rc {rc!r}")
+    # The agent keeps to max_output; a target that does not is cut here all the same.
+    out, err = (base64.b64decode(message[key], validate=True) for key in ("stdout", "stderr"))
+    truncated = bool(message.get("truncated")) or max(len(out), len(err)) > max_output
+    # rc None: the agent stopped waiting past the SIGKILL escalation (a stuck `timeout`).
+    timed_out = rc is None or rc in TIMEOUT_EXITS
+    return CommandResult(out[:max_output], err[:max_output], rc, timed_out=timed_out, truncated=truncated)
+
+
+def _error(reason: str) -> CommandResult:
+    return CommandResult(b"", reason.encode() + b"\n", None)

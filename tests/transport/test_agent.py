@@ -1,0 +1,327 @@
+"""The command agent: its target-side script run directly, then SshTransport's agent mode
+against the real sshd (one session channel, fallback, a target that misbehaves)."""
+
+from __future__ import annotations
+
+import base64
+import glob
+import json
+import os
+import select
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import driftwatch.transport.agent as agent_module
+from driftwatch.transport.agent import line_bound
+from driftwatch.transport.base import CommandResult
+from driftwatch.transport.ssh import SshTransport
+from tests.sshd import Sshd
+from tests.transport import kill_all, pids_matching, sleep_marker, wait_gone
+from tests.transport.test_ssh import max_overlap, run_concurrently
+
+AGENT_CODE = (Path(agent_module.__file__).parent / "scripts" / "agent.py").read_text()
+
+
+def _interpreters() -> list[Any]:
+    """This Python, and the oldest the agent supports (3.6) where one is installed."""
+    found = [pytest.param(sys.executable, id="py-current")]
+    for path in ["/usr/bin/python3.6", *glob.glob(os.path.expanduser("~/.pyenv/versions/3.6*/bin/python3.6"))]:
+        if os.access(path, os.X_OK):
+            found.append(pytest.param(path, id="py3.6"))
+            break
+    return found
+
+
+class LocalAgent:
+    """scripts/agent.py in a subprocess, spoken to as the client does, line by line."""
+
+    def __init__(self, python: str) -> None:
+        self.proc = subprocess.Popen(
+            [python, "-I", "-S", "-c", AGENT_CODE], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+        self._buffer = b""
+
+    def send(self, line: bytes | dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        data = line if isinstance(line, bytes) else json.dumps(line).encode() + b"\n"
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def request(
+        self, id: int, script: str, *, stdin: bytes | None = None, timeout: float = 10, max_output: int = 1 << 20
+    ) -> None:
+        encoded = None if stdin is None else base64.b64encode(stdin).decode()
+        self.send({"id": id, "script": script, "stdin": encoded, "timeout": timeout, "max_output": max_output})
+
+    def read(self, within: float = 10) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + within
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            assert left > 0 and select.select([self.proc.stdout], [], [], left)[0], "no answer in time"
+            chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
+            assert chunk, "agent exited"
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def answers(self, count: int) -> dict[int, dict[str, Any]]:
+        found = {}
+        for _ in range(count):
+            message = self.read()
+            found[message["id"]] = message
+        return found
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture(params=_interpreters())
+def agent(request: pytest.FixtureRequest) -> Iterator[LocalAgent]:
+    local = LocalAgent(request.param)
+    try:
+        hello = local.read()
+        assert hello == {"hello": 1, "pid": local.proc.pid}
+        yield local
+    finally:
+        local.close()
+
+
+def out(message: dict[str, Any]) -> bytes:
+    return base64.b64decode(message["stdout"])
+
+
+# -- the target-side script ---------------------------------------------------------------
+
+
+def test_answers_by_id_as_commands_finish(agent: LocalAgent) -> None:
+    agent.request(1, "sleep 1; echo slow")
+    agent.request(2, "echo fast; echo err >&2; exit 3")
+    first, second = agent.read(), agent.read()
+    assert first["id"] == 2 and second["id"] == 1  # not in request order
+    assert (out(first), base64.b64decode(first["stderr"]), first["rc"]) == (b"fast\n", b"err\n", 3)
+    assert out(second) == b"slow\n" and second["rc"] == 0 and second["truncated"] is False
+
+
+def test_stdin_and_bounded_output(agent: LocalAgent) -> None:
+    data = os.urandom(3 << 20)
+    agent.request(1, "cat", stdin=data, max_output=8 << 20)
+    agent.request(2, "head -c 5000000 /dev/zero; echo done >&2", max_output=1000)
+    agent.request(3, "cat; echo eof")  # no stdin: EOF at once, not a hang
+    answers = agent.answers(3)
+    assert out(answers[1]) == data and answers[1]["rc"] == 0
+    assert len(out(answers[2])) == 1000 and answers[2]["truncated"] is True and answers[2]["rc"] == 0
+    assert base64.b64decode(answers[2]["stderr"]) == b"done\n"
+    assert out(answers[3]) == b"eof\n"
+
+
+def test_killed_by_a_signal_reads_as_a_shell_would(agent: LocalAgent) -> None:
+    agent.request(1, 'kill -TERM "$$"')
+    agent.request(2, 'kill -KILL "$$"')
+    answers = agent.answers(2)
+    assert (answers[1]["rc"], answers[2]["rc"]) == (143, 137)
+
+
+def test_malformed_requests_do_not_stop_it(agent: LocalAgent) -> None:
+    agent.send(b"not json\n")
+    agent.send(b"[1, 2]\n")
+    agent.send(b'{"id": true, "script": "true"}\n')  # a bool is not an id
+    agent.send(b"\xff\xfe\n")
+    agent.send(b'{"id": 7}\n')
+    agent.send({"id": 8, "script": "true", "stdin": "@@@", "timeout": 1, "max_output": 10})
+    agent.request(9, "echo alive")
+    answers = agent.answers(3)
+    assert answers[7]["rc"] is None and "bad request" in answers[7]["error"]
+    assert "base64" in answers[8]["error"]
+    assert out(answers[9]) == b"alive\n"
+
+
+def test_at_most_16_commands_at_once(agent: LocalAgent) -> None:
+    started = time.monotonic()
+    for index in range(20):
+        agent.request(index, "date +%s.%N; sleep 1; date +%s.%N")
+    answers = agent.answers(20)
+    assert all(answer["rc"] == 0 for answer in answers.values())
+    assert time.monotonic() - started >= 2  # the last four waited for a slot
+    assert 1 < max_overlap([CommandResult(out(a), b"", 0) for a in answers.values()]) <= 16
+
+
+def test_exits_soon_after_stdin_closes(agent: LocalAgent) -> None:
+    sleep = sleep_marker()
+    agent.request(1, sleep)  # unwrapped here: on a target `timeout -k` ends it
+    try:
+        assert wait_until(lambda: bool(pids_matching(sleep)))
+        assert agent.proc.stdin is not None
+        agent.proc.stdin.close()
+        assert agent.proc.wait(timeout=4) == 0  # a short grace for running commands, not 30
+    finally:
+        kill_all(pids_matching(sleep))
+
+
+def wait_until(condition: Any, within: float = 5) -> bool:
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+# -- agent mode over SSH ------------------------------------------------------------------
+
+
+def sessions_started(sshd: Sshd, transport: SshTransport) -> int:
+    """Session channels sshd started on this connection ("Starting session" at VERBOSE)."""
+    port = transport._clients[0].get_transport().sock.getsockname()[1]  # type: ignore[union-attr]
+    mark = f"from 127.0.0.1 port {port} "
+    return sum("Starting session:" in line and mark in line for line in sshd.log().splitlines())
+
+
+@pytest.mark.parametrize("use_agent", [True, False])
+def test_one_session_channel_for_all_commands(sshd: Sshd, use_agent: bool) -> None:
+    with sshd.transport(use_agent=use_agent) as transport:
+        results = run_concurrently(transport, 6)
+        results.append(transport.run("echo last", timeout=10))
+        assert all(result.ok for result in results)
+        assert wait_until(lambda: sessions_started(sshd, transport) >= (1 if use_agent else 7))
+        time.sleep(0.2)  # a late log line would show up by now
+        assert sessions_started(sshd, transport) == (1 if use_agent else 7)
+        assert transport.mode == ("agent" if use_agent else "channels")
+
+
+def test_no_python_falls_back_to_channels(sshd: Sshd) -> None:
+    with sshd.transport(agent_python="/nonexistent/python3") as transport:
+        results = run_concurrently(transport, 3)
+        assert all(result.ok for result in results), [r.error_text for r in results]
+        assert transport.mode == "channels"
+        assert transport.agent_error is not None and "/nonexistent/python3" in transport.agent_error
+        assert transport.run("echo still", timeout=10).stdout == b"still\n"
+
+
+def fake_agent(tmp_path: Path, body: str) -> str:
+    """An "interpreter" for agent_python that ignores the agent code and runs ``body``."""
+    script = tmp_path / f"fake-agent-{uuid.uuid4().hex[:8]}.py"
+    script.write_text(
+        "import json, sys, time\n"
+        "def say(obj): sys.stdout.write(obj if isinstance(obj, str) else json.dumps(obj) + '\\n'); sys.stdout.flush()\n"
+        + body
+    )
+    wrapper = script.with_suffix("")
+    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {script}\n")
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+HELLO = "say({'hello': 1, 'pid': 1})\n"
+FIRST_ID = "request = json.loads(sys.stdin.readline()); rid = request['id']\n"
+STAY = "sys.stdin.read()\n"  # until the client closes the channel
+
+
+@pytest.mark.parametrize(
+    "body,expected",
+    [
+        (HELLO + FIRST_ID + "say('not json\\n')\n" + STAY, "protocol error"),
+        (HELLO + FIRST_ID + 'say(\'{"no": "id"}\\n\')\n' + STAY, "protocol error"),
+        (HELLO + FIRST_ID + "say('a' * 1000000)\n" + STAY, "protocol error"),  # no newline, ever
+        (HELLO + FIRST_ID + "sys.exit(0)\n", "exited"),
+    ],
+    ids=["not-json", "no-id", "endless-line", "exits"],
+)
+def test_broken_agent_fails_fast_then_channels(sshd: Sshd, tmp_path: Path, body: str, expected: str) -> None:
+    with sshd.transport(agent_python=fake_agent(tmp_path, body)) as transport:
+        started = time.monotonic()
+        result = transport.run("echo hi", timeout=30, max_output=1000)
+        assert time.monotonic() - started < 10  # not the 30 s deadline
+        assert result.exit_code is None and expected in result.error_text
+        after = transport.run("echo hi", timeout=10)
+        assert after.ok and after.stdout == b"hi\n" and transport.mode == "channels"
+
+
+def test_odd_answers_are_contained(sshd: Sshd, tmp_path: Path) -> None:
+    body = (
+        "print('Welcome to the GPU cluster!')\n"  # a chatty ~/.bashrc, before the hello
+        + HELLO
+        + FIRST_ID
+        + "say({'id': rid + 1000, 'rc': 0, 'stdout': '', 'stderr': '', 'truncated': False})\n"  # nobody's
+        + "say({'id': rid, 'rc': 'zero', 'stdout': '', 'stderr': ''})\n"  # a bad answer
+        + FIRST_ID
+        + "big = __import__('base64').b64encode(b'x' * 5000).decode()\n"
+        + "say({'id': rid, 'rc': 0, 'stdout': big, 'stderr': '', 'truncated': False})\n"  # over max_output
+        + STAY
+    )
+    with sshd.transport(agent_python=fake_agent(tmp_path, body)) as transport:
+        bad = transport.run("true", timeout=5)
+        assert bad.exit_code is None and "bad answer" in bad.error_text
+        big = transport.run("true", timeout=5, max_output=1000)
+        assert big.ok and big.truncated and big.stdout == b"x" * 1000
+        assert transport.mode == "agent"
+
+
+def test_silent_agent_falls_back_after_the_connect_timeout(sshd: Sshd, tmp_path: Path) -> None:
+    with sshd.transport(agent_python=fake_agent(tmp_path, STAY), connect_timeout=2) as transport:
+        started = time.monotonic()
+        result = transport.run("echo hi", timeout=10)
+        assert result.ok and 2 <= time.monotonic() - started < 8
+        assert transport.mode == "channels" and "no hello" in (transport.agent_error or "")
+
+
+def test_caller_deadline_while_the_agent_starts(sshd: Sshd, tmp_path: Path) -> None:
+    with sshd.transport(agent_python=fake_agent(tmp_path, STAY), connect_timeout=4) as transport:
+        started = time.monotonic()
+        result = transport.run("echo hi", timeout=1)
+        assert result.timed_out and result.exit_code is None
+        assert time.monotonic() - started < 3  # its own deadline, not the agent's 4 s hello wait
+
+
+def test_nothing_left_running_after_close(sshd: Sshd, tmp_path: Path) -> None:
+    python = tmp_path / f"python3-{uuid.uuid4().hex[:8]}"  # a name to find the agent by
+    python.symlink_to(sys.executable)
+    sleep = sleep_marker()
+    transport = sshd.transport(agent_python=str(python))
+    try:
+        assert transport.run("true", timeout=5).ok and transport.mode == "agent"
+        assert pids_matching(str(python))
+        runner = threading.Thread(target=transport.run, args=(sleep,), kwargs={"timeout": 2})
+        runner.start()
+        assert wait_until(lambda: bool(pids_matching(sleep)))
+        transport.close()
+        runner.join(timeout=5)
+        assert wait_gone(str(python), within=5) == []  # stdin EOF: gone after a short grace
+        assert wait_gone(sleep, within=5) == []  # its own `timeout` ended the command
+    finally:
+        transport.close()
+        kill_all(pids_matching(sleep) + pids_matching(str(python)))
+
+
+def test_agent_is_replaced_before_its_lifetime_ends(sshd: Sshd, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Lifetime minus the margin leaves 5 s: a 1 s command (4 s with grace) fits at first only.
+    monkeypatch.setattr(agent_module, "AGENT_LIFETIME", agent_module._EXPIRY_MARGIN + 5)
+    with sshd.transport() as transport:
+        assert transport.run("echo one", timeout=1).ok
+        time.sleep(1.5)
+        assert transport.run("echo two", timeout=1).stdout == b"two\n"
+        assert transport.mode == "agent"
+        assert wait_until(lambda: sessions_started(sshd, transport) == 2)
+
+
+def test_line_bound_fits_full_output() -> None:
+    for size in (0, 1, 2, 3, 1000, 8 << 20):
+        text = base64.b64encode(b"x" * size).decode()
+        answer = {"id": 1, "rc": 0, "stdout": text, "stderr": text, "truncated": True}
+        assert len(json.dumps(answer)) < line_bound(size)
+
+
+def test_script_agrees_with_the_client_on_the_kill_delay() -> None:
+    from driftwatch.transport.base import KILL_AFTER
+
+    assert f"\nKILL_AFTER = {KILL_AFTER}  #" in AGENT_CODE
