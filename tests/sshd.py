@@ -149,7 +149,8 @@ def _fake_bin(workdir: Path) -> Path:
     wrapper.write_text(
         "#!/bin/sh\nset -a\n"
         f'[ -f {workdir / "fake.env"} ] && . {workdir / "fake.env"}\nset +a\n'
-        f'exec {sys.executable} {FAKE_NVIDIA_SMI} "$@"\n'
+        # -I -S: the real nvidia-smi is a C binary; don't charge each call a site import.
+        f'exec {sys.executable} -I -S {FAKE_NVIDIA_SMI} "$@"\n'
     )
     wrapper.chmod(0o755)
     return bin_dir

@@ -9,7 +9,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.text import Text
 
 from driftwatch.collect import collect_snapshot
@@ -118,6 +117,8 @@ def _progress(total: int) -> Iterator[Callable[[HostOutcome], None]]:
     if total < 2 or not sys.stderr.isatty():
         yield lambda outcome: None
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn  # only when shown
+
     with Progress(
         TextColumn("snapshot"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
         console=stderr_console(), transient=True,
