@@ -12,10 +12,12 @@ def open_transport(target: Target, config: Config, *, accept_new_host_key: bool 
         return LocalTransport()
     from driftwatch.transport.ssh import SshTransport
 
-    return SshTransport.connect(
+    transport = SshTransport.connect(
         target.address,
         connect_timeout=config.connect_timeout,
         ssh_config_path=config.ssh_config,
         known_hosts_path=config.known_hosts,
         accept_new_host_key=accept_new_host_key or config.accept_new_host_key,
     )
+    transport.prepare()
+    return transport

@@ -182,6 +182,14 @@ class SshTransport:
         finally:
             self._slots.release()
 
+    def prepare(self) -> None:
+        """Start the command agent now, without waiting for it: it comes up (one login
+        shell on the target) while the collector loads the previous snapshot."""
+        with self._agent_lock:
+            if self._agent is None and not self._closed:
+                self._agent = Future()
+                threading.Thread(target=self._start_agent, args=(self._agent,), daemon=True).start()
+
     @property
     def mode(self) -> str:
         """``agent`` or ``channels`` once decided (by the first command); else ``undecided``."""

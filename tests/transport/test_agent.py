@@ -325,3 +325,14 @@ def test_script_agrees_with_the_client_on_the_kill_delay() -> None:
     from driftwatch.transport.base import KILL_AFTER
 
     assert f"\nKILL_AFTER = {KILL_AFTER}  #" in AGENT_CODE
+
+
+def test_prepare_starts_the_agent_before_the_first_command(sshd: Sshd) -> None:
+    with sshd.transport() as transport:
+        assert transport.mode == "undecided"
+        transport.prepare()
+        deadline = time.monotonic() + 10
+        while transport.mode == "undecided" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert transport.mode == "agent"
+        assert transport.run("echo hi", timeout=5).stdout == b"hi\n"
