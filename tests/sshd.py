@@ -119,7 +119,8 @@ class Sshd:
             process.wait(timeout=5)
 
 
-def start_sshd(workdir: Path, sshd: str) -> Sshd:
+def start_sshd(workdir: Path, sshd: str, extra_config: str = "") -> Sshd:
+    """Start sshd; ``extra_config`` lines are appended (for MaxStartups the last value counts)."""
     workdir.mkdir(parents=True, exist_ok=True)
     host_key = keygen(workdir / "host_ed25519")
     client_key = keygen(workdir / "client_ed25519")
@@ -133,7 +134,7 @@ def start_sshd(workdir: Path, sshd: str) -> Sshd:
     last_error = ""
     for _ in range(3):  # the free port can be taken between our probe and sshd's bind
         port = free_port()
-        server = _launch(workdir, sshd, host_key, client_key, authorized, user, port)
+        server = _launch(workdir, sshd, host_key, client_key, authorized, user, port, extra_config)
         error = _wait_ready(server)
         if not error:
             return server
@@ -160,7 +161,9 @@ def shlex_quote(value: str) -> str:
     return "'" + value.replace("'", "'\\''") + "'"
 
 
-def _launch(workdir: Path, sshd: str, host_key: Path, client_key: Path, authorized: Path, user: str, port: int) -> Sshd:
+def _launch(
+    workdir: Path, sshd: str, host_key: Path, client_key: Path, authorized: Path, user: str, port: int, extra: str = ""
+) -> Sshd:
     config = workdir / "sshd_config"
     bin_dir = _fake_bin(workdir)
     config.write_text(
@@ -181,6 +184,7 @@ MaxSessions 10
 MaxStartups 50:30:100
 LogLevel VERBOSE
 SetEnv PATH={bin_dir}:{SESSION_PATH}
+{extra}
 """
     )
     known_hosts = workdir / "known_hosts"

@@ -16,6 +16,7 @@ import getpass
 import hashlib
 import logging
 import os
+import random
 import select
 import socket
 import threading
@@ -44,6 +45,7 @@ SSH_PORT = 22
 # closed at our deadline keeps its server-side slot until the remote command has exited.
 MAX_CHANNELS = 8
 # A longer ProxyJump chain is almost surely a loop in the ssh config (`Host *` + ProxyJump).
+CONNECT_ATTEMPTS = 4  # for servers that drop us at MaxStartups
 MAX_JUMPS = 4
 _CHUNK = 65536
 # select() wakes on output and on close; these caps only bound how late we notice the rest
@@ -458,6 +460,34 @@ def _open_chain(target: _Endpoint, options: _Options, depth: int) -> list[tuple[
 
 
 def _open_client(target: _Endpoint, sock: paramiko.Channel | None, options: _Options) -> paramiko.SSHClient:
+    """Connect, retrying a server that drops us before its greeting.
+
+    sshd drops new connections beyond ``MaxStartups`` unauthenticated ones, so a fleet
+    snapshot of many hosts behind one bastion, or of one busy host, can see that; it says
+    "busy", not "down". Retried with jittered backoff while the connect deadline allows.
+    """
+    deadline = time.monotonic() + options.connect_timeout
+    for attempt in range(1, CONNECT_ATTEMPTS + 1):
+        try:
+            return _open_client_once(target, sock, options)
+        except ConnectError as exc:
+            pause = random.uniform(0.05, 0.25) * attempt
+            if sock is not None or not _dropped_early(exc) or time.monotonic() + pause >= deadline:
+                raise
+            if attempt == CONNECT_ATTEMPTS:
+                raise
+            time.sleep(pause)
+    raise AssertionError("unreachable")
+
+
+def _dropped_early(exc: ConnectError) -> bool:
+    cause = exc.__cause__
+    return isinstance(cause, ConnectionResetError) or (
+        isinstance(cause, paramiko.SSHException) and "banner" in str(cause) and isinstance(cause.__context__, EOFError)
+    )
+
+
+def _open_client_once(target: _Endpoint, sock: paramiko.Channel | None, options: _Options) -> paramiko.SSHClient:
     client = paramiko.SSHClient()
     for path in target.known_hosts:
         if os.path.exists(path):
@@ -511,7 +541,7 @@ def _translate(exc: Exception, target: _Endpoint, connect_timeout: float, out_of
         )
     if isinstance(exc, paramiko.SSHException) and "banner" in str(exc):
         if isinstance(exc.__context__, EOFError):
-            return ConnectError(f"{where}: connection closed before the SSH greeting (not an SSH server?)")
+            return ConnectError(f"{where}: connection closed before the SSH greeting (not an SSH server, or too busy: MaxStartups)")
         return ConnectError(f"{where}: no SSH greeting within {connect_timeout:g}s")
     if out_of_time:
         # Whichever phase ran out (paramiko's own wording varies: "No existing session",

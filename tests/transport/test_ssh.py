@@ -370,3 +370,37 @@ def test_command_ignoring_sigterm_is_still_a_timeout(sshd: Sshd, mode: str) -> N
             assert wait_gone(sleep, within=5) == []
         finally:
             kill_all(pids_matching(sleep))
+
+
+def test_server_at_max_startups_is_retried_not_reported_down(tmp_path: Path) -> None:
+    # MaxStartups 1: with one unauthenticated connection already open, sshd drops every
+    # new one before its greeting, as a busy host does under a fleet snapshot.
+    from tests.sshd import find_sshd, start_sshd
+
+    exe = find_sshd()
+    if exe is None:
+        pytest.skip("OpenSSH sshd is not installed")
+    busy = start_sshd(tmp_path / "busy", exe, extra_config="MaxStartups 1:100:1")
+    squatter = _take_the_only_startup_slot(busy)
+    try:
+        releaser = threading.Timer(0.4, squatter.close)
+        releaser.start()
+        with busy.transport(connect_timeout=10) as transport:
+            assert transport.run("echo ok", timeout=5).stdout == b"ok\n"
+        assert "past MaxStartups" in busy.log()
+    finally:
+        squatter.close()
+        busy.stop()
+
+
+def _take_the_only_startup_slot(server: Sshd) -> socket.socket:
+    """An unauthenticated connection holding sshd's one startup slot (the fixture's own
+    readiness check may still hold it for a moment: wait until we get the greeting)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        sock = socket.create_connection((server.host, server.port))
+        if sock.recv(64).startswith(b"SSH-"):
+            return sock
+        sock.close()
+        time.sleep(0.1)
+    raise AssertionError("sshd never had a free startup slot")
