@@ -69,6 +69,8 @@ class LocalTransport:
                 pass
         for reader in readers:
             reader.join(timeout=1.0)
+        for stream in (proc.stdout, proc.stderr):
+            stream.close()  # a cron job or a long fleet run must not leak descriptors
         return CommandResult(
             stdout=out.getvalue(),
             stderr=err.getvalue(),

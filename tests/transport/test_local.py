@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import time
 from pathlib import Path
@@ -75,3 +76,15 @@ def test_command_ignoring_sigterm_is_still_a_timeout() -> None:
         assert wait_gone(sleep, within=5) == []
     finally:
         kill_all(pids_matching(sleep))
+
+
+def test_pipes_are_closed_not_left_to_the_garbage_collector() -> None:
+    import gc
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        for _ in range(5):
+            LocalTransport().run("echo x; echo y >&2", timeout=5, stdin=b"in")
+        gc.collect()
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
