@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.sshd import find_sshd, start_sshd  # noqa: E402
+from tests.sshd import Sshd, find_sshd, start_sshd  # noqa: E402
 from tests.venvs import make_gpu_venv  # noqa: E402
 
 
@@ -39,7 +39,7 @@ def timed(argv: list[str], cwd: Path) -> float:
     return elapsed
 
 
-def setup(work: Path) -> tuple[Path, Path, Path, list[str]]:
+def setup(work: Path) -> tuple[Path, Path, Sshd, list[str]]:
     server = start_sshd(work / "sshd", find_sshd() or sys.exit("sshd not installed"))
     server.fake_env()
     python = make_gpu_venv(work / "venv")
@@ -56,7 +56,7 @@ def setup(work: Path) -> tuple[Path, Path, Path, list[str]]:
         folder.mkdir()
         (folder / "driftwatch.toml").write_text(f'{common}[watch]\npython = ["{interp}"]\nfiles = ["{src}/*.py"]\n')
     ssh_true = ["ssh", "-F", server.ssh_config_path, "testhost", "true"]
-    return fast, slow, server.workdir, ssh_true
+    return fast, slow, server, ssh_true
 
 
 def main() -> None:
@@ -65,16 +65,31 @@ def main() -> None:
     args = parser.parse_args()
     snapshot = [sys.executable, "-m", "driftwatch", "snapshot", "testhost"]
     with tempfile.TemporaryDirectory() as tmp:
-        fast, slow, sshd_dir, ssh_true = setup(Path(tmp))
+        fast, slow, server, ssh_true = setup(Path(tmp))
+        sshd_dir = server.workdir
         runs: dict[str, list[float]] = {"ssh true": [], "snapshot": [], "slow probes": []}
-        for _ in range(args.repeat):
-            _reset_env(sshd_dir, delay=None)
-            runs["ssh true"].append(timed(ssh_true, fast))
-            runs["snapshot"].append(timed(snapshot, fast))
-            _reset_env(sshd_dir, delay=2)
-            runs["slow probes"].append(timed(snapshot, slow))
+        try:
+            measure(args.repeat, runs, fast, slow, sshd_dir, ssh_true, snapshot)
+        finally:
+            server.stop()  # never leave a listening sshd behind
+    report(runs, args.repeat)
+
+
+def measure(
+    repeat: int, runs: dict[str, list[float]], fast: Path, slow: Path, sshd_dir: Path, ssh_true: list[str],
+    snapshot: list[str],
+) -> None:
+    for _ in range(repeat):  # alternating, so noise hits every case alike
+        _reset_env(sshd_dir, delay=None)
+        runs["ssh true"].append(timed(ssh_true, fast))
+        runs["snapshot"].append(timed(snapshot, fast))
+        _reset_env(sshd_dir, delay=2)
+        runs["slow probes"].append(timed(snapshot, slow))
+
+
+def report(runs: dict[str, list[float]], repeat: int) -> None:
     base = statistics.median(runs["ssh true"])
-    print(f"{'case':<12} {'median s':>9} {'× ssh true':>11}   (n={args.repeat}, {os.cpu_count()} cores)")
+    print(f"{'case':<12} {'median s':>9} {'× ssh true':>11}   (n={repeat}, {os.cpu_count()} cores)")
     for name, values in runs.items():
         median = statistics.median(values)
         print(f"{name:<12} {median:>9.3f} {median / base:>10.2f}×")

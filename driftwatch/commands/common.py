@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any
 
 from driftwatch.config import Config, load_config
 from driftwatch.store import SnapshotStore
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+# rich is imported when something is printed, not at start-up: `snapshot` imports it
+# while the target's command agent is still starting (see commands/snapshot.py).
 
 
 def load(config_path: str | None, store_path: str | None) -> tuple[Config, SnapshotStore]:
@@ -18,10 +22,14 @@ def load(config_path: str | None, store_path: str | None) -> tuple[Config, Snaps
 
 
 def stdout_console() -> Console:
+    from rich.console import Console
+
     return Console(highlight=False, soft_wrap=True)
 
 
 def stderr_console() -> Console:
+    from rich.console import Console
+
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 

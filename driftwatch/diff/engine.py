@@ -6,10 +6,10 @@ from collections.abc import Callable
 from typing import Any
 
 from driftwatch.diff import cuda, files, git, gpu, packages, runtime, system
-from driftwatch.diff.launch import diff_launch
 from driftwatch.diff.change import Change, DiffOptions, DiffResult, Severity
 from driftwatch.diff.context import DiffContext, Facts
 from driftwatch.diff.generic import diff_generic
+from driftwatch.diff.launch import diff_launch
 from driftwatch.diff.probes import comparable, diff_probe
 from driftwatch.diff.rank import rank_changes
 from driftwatch.model import ProbeStatus, Snapshot

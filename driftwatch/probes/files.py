@@ -12,8 +12,6 @@ import json
 from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeSkipped, run_target_python
 
 
-
-
 def cache_from(previous: Facts) -> dict[str, list[object]]:
     """The stat key and digest of every file hashed in the previous snapshot."""
     cache: dict[str, list[object]] = {}

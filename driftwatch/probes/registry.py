@@ -7,8 +7,8 @@ from driftwatch.probes.cuda import CudaProbe
 from driftwatch.probes.files import FilesProbe
 from driftwatch.probes.git import GitProbe
 from driftwatch.probes.gpu import GpuProbe
-from driftwatch.probes.processes import ProcessesProbe
 from driftwatch.probes.logs import LogsProbe
+from driftwatch.probes.processes import ProcessesProbe
 from driftwatch.probes.python import PythonProbe
 from driftwatch.probes.system import SystemProbe
 
