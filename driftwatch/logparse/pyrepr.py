@@ -11,6 +11,7 @@ import ast
 import json
 import math
 import re
+import warnings
 from typing import Any
 
 # A ServerArgs repr is ~10-20 KB; anything far longer is not one (e.g. a binary blob
@@ -69,11 +70,19 @@ def json_safe(value: Any) -> Any:
     return repr(value)  # bytes, complex, Ellipsis
 
 
+def literal(source: str) -> Any:
+    """``ast.literal_eval`` without its warnings: a logged Windows path ('C:\\Bin') or a
+    mangled line must not print a SyntaxWarning on the user's terminal."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.literal_eval(source)
+
+
 def convert(source: str) -> Any:
     """One value's source text as a JSON-safe value; a non-literal keeps its text."""
     source = source.strip()
     try:
-        return json_safe(ast.literal_eval(source))
+        return json_safe(literal(source))
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         pass
     try:  # a JSON-style dump (true/false/null) rather than a Python repr
@@ -94,7 +103,7 @@ def _collect(items: list[str], closed: bool, pattern: re.Pattern[str], literal_k
         if not match:
             continue
         try:
-            key = str(ast.literal_eval(match.group(1))) if literal_keys else match.group(1)
+            key = str(literal(match.group(1))) if literal_keys else match.group(1)
         except (ValueError, SyntaxError):  # a key with a broken escape
             continue
         result[key] = convert(match.group(2))

@@ -84,3 +84,13 @@ def test_any_literal_kwargs_round_trip(kwargs: dict[str, Any]) -> None:
     assert not truncated and values == json_safe(kwargs)
     as_dict = ", ".join(f"{key!r}: {value!r}" for key, value in kwargs.items()) + "}"
     assert parse_dict_items(as_dict) == (json_safe(kwargs), False)
+
+
+def test_odd_escapes_parse_quietly() -> None:
+    import warnings
+
+    from driftwatch.logparse.pyrepr import convert
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert convert(r"'C:\Bin\models'") == "C:\\Bin\\models"
