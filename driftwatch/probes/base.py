@@ -15,7 +15,7 @@ from importlib import resources
 from typing import Any, Protocol
 
 from driftwatch.settings import WatchSettings
-from driftwatch.transport import CommandResult, Transport, quote_path
+from driftwatch.transport import DEFAULT_MAX_OUTPUT, CommandResult, Transport, quote_path
 
 Facts = dict[str, Any]
 
@@ -43,12 +43,15 @@ class ProbeContext:
     def run(self, script: str, *, stdin: bytes | None = None, check: bool = False) -> CommandResult:
         """Run ``script`` on the target within the probe's deadline.
 
-        Raises ProbeTimeout when the deadline passed, and ProbeError when ``check`` is set
-        and the command failed.
+        Raises ProbeTimeout when the deadline passed, ProbeError when the output passed its
+        size bound (facts parsed from a cut output would be wrong, not partial), and
+        ProbeError when ``check`` is set and the command failed.
         """
         result = self.transport.run(script, timeout=self.timeout, stdin=stdin)
         if result.timed_out:
             raise ProbeTimeout(f"timed out after {self.timeout:g}s")
+        if result.truncated:
+            raise ProbeError(f"output truncated at the {DEFAULT_MAX_OUTPUT // 2**20} MiB bound: {_first_line(script)}")
         if check and result.exit_code != 0:
             detail = result.error_text.splitlines()[-1:] or [f"exit {result.exit_code}"]
             raise ProbeError(f"{_first_line(script)}: {detail[0]}")
