@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from driftwatch.config import Config, load_config
@@ -40,3 +41,15 @@ def print_json(document: Any) -> None:
 def host_message(host: str, message: str) -> str:
     """``driftwatch: gpu01: reason``, without repeating a host the reason already names."""
     return f"driftwatch: {message}" if message.startswith(host) else f"driftwatch: {host}: {message}"
+
+
+def emit(
+    form: str, document: Callable[[], Any], markdown: Callable[[], str], terminal: Callable[[Console], None]
+) -> None:
+    """Print a report in the chosen form: JSON alone on stdout, Markdown, or the terminal view."""
+    if form == "json":
+        print_json(document())
+    elif form == "markdown":
+        sys.stdout.write(markdown())
+    else:
+        terminal(stdout_console())

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-
 from rich.text import Text
 
-from driftwatch.commands.common import load, print_json, stderr_console, stdout_console
+from driftwatch.commands.common import emit, load, stderr_console
 from driftwatch.diff import DiffOptions, DiffResult, diff_snapshots
 from driftwatch.errors import UserError
 from driftwatch.report.diff import print_terminal, render_markdown
@@ -32,12 +30,7 @@ def print_report(result: DiffResult, form: str) -> None:
                 style="yellow",
             )
         )
-    if form == "json":
-        print_json(result.to_json())
-    elif form == "markdown":
-        sys.stdout.write(render_markdown(result))
-    else:
-        print_terminal(stdout_console(), result)
+    emit(form, result.to_json, lambda: render_markdown(result), lambda console: print_terminal(console, result))
 
 
 def run_diff(

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 
 from rich.console import Console
 from rich.text import Text
 
-from driftwatch.commands.common import load, print_json, stderr_console, stdout_console
+from driftwatch.commands.common import emit, load, stderr_console
 from driftwatch.commands.diff import output_format
 from driftwatch.config import Config, Target, resolve_targets
 from driftwatch.diff import DiffOptions, Severity
@@ -43,12 +42,7 @@ def run_fleet(words: list[str], request: FleetRequest, *, config_path: str | Non
     options = DiffOptions(free_memory_threshold_mib=config.free_memory_threshold_mib, focus=list(config.watch.focus))
     result = compare_fleet(snapshots, options)
     result.summary["unreachable"] = [{"host": h, "error": e} for h, e in request.unreachable]
-    if form == "json":
-        print_json(result.to_json())
-    elif form == "markdown":
-        sys.stdout.write(render_markdown(result))
-    else:
-        print_terminal(stdout_console(), result)
+    emit(form, result.to_json, lambda: render_markdown(result), lambda console: print_terminal(console, result))
     if request.unreachable:
         return EXIT_ERROR  # each host's outcome is data; the exit code is the worst one
     return EXIT_OK if result.agree else EXIT_OUTLIERS
