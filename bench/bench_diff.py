@@ -21,8 +21,14 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
-from driftwatch.diff import diff_snapshots
-from driftwatch.model import HostIdentity, ProbeRecord, ProbeStatus, Snapshot
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from driftwatch.diff import diff_snapshots  # noqa: E402
+from driftwatch.model import HostIdentity, ProbeRecord, ProbeStatus, Snapshot  # noqa: E402
+from tests.diff.builders import gpu_entry  # noqa: E402  (the same H200 the diff tests use)
 
 N_DISTS, N_GPUS, N_FILES = 800, 8, 5000
 
@@ -52,30 +58,11 @@ def _dists() -> dict[str, Any]:
 
 
 def _gpus() -> dict[str, Any]:
-    return {
-        f"GPU-{i:08x}-0000-0000-0000-000000000000": {
-            "index": i,
-            "name": "NVIDIA H200",
-            "bus_id": f"00000000:{0x18 + i:02x}:00.0",
-            "memory_total_mib": 143771,
-            "memory_reserved_mib": 0,
-            "memory_used_mib": 1,
-            "memory_free_mib": 143770,
-            "persistence_mode": "Enabled",
-            "mig_mode": "Disabled",
-            "ecc_mode": "Enabled",
-            "ecc_uncorrected_volatile": 0,
-            "ecc_corrected_volatile": 0,
-            "pcie_gen": 5,
-            "pcie_width": 16,
-            "pcie_gen_max": 5,
-            "pcie_width_max": 16,
-            "compute_cap": "9.0",
-            "power_limit_w": 700.0,
-            "volatile": {"temperature_c": 31, "power_draw_w": 75.3, "sm_clock_mhz": 345},
-        }
-        for i in range(N_GPUS)
-    }
+    gpus = {}
+    for i in range(N_GPUS):
+        uuid = f"GPU-{i:08x}-0000-0000-0000-000000000000"
+        gpus[uuid] = gpu_entry(i, uuid, f"00000000:{0x18 + i:02x}:00.0")
+    return gpus
 
 
 def base_facts() -> dict[str, Any]:
