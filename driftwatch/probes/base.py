@@ -40,21 +40,17 @@ class ProbeContext:
     # The host's previous snapshot's facts for this probe, for caches (e.g. file digests).
     previous: Facts = field(default_factory=dict)
 
-    def run(self, script: str, *, stdin: bytes | None = None, check: bool = False) -> CommandResult:
+    def run(self, script: str, *, stdin: bytes | None = None) -> CommandResult:
         """Run ``script`` on the target within the probe's deadline.
 
-        Raises ProbeTimeout when the deadline passed, ProbeError when the output passed its
-        size bound (facts parsed from a cut output would be wrong, not partial), and
-        ProbeError when ``check`` is set and the command failed.
+        Raises ProbeTimeout when the deadline passed, and ProbeError when the output passed
+        its size bound (facts parsed from a cut output would be wrong, not partial).
         """
         result = self.transport.run(script, timeout=self.timeout, stdin=stdin)
         if result.timed_out:
             raise ProbeTimeout(f"timed out after {self.timeout:g}s")
         if result.truncated:
             raise ProbeError(f"output truncated at the {DEFAULT_MAX_OUTPUT // 2**20} MiB bound: {_first_line(script)}")
-        if check and result.exit_code != 0:
-            detail = result.error_text.splitlines()[-1:] or [f"exit {result.exit_code}"]
-            raise ProbeError(f"{_first_line(script)}: {detail[0]}")
         return result
 
 
