@@ -61,6 +61,12 @@ def load_script(name: str) -> str:
     return (resources.files("driftwatch") / "probes" / "scripts" / name).read_text(encoding="utf-8")
 
 
+def collector_script(name: str) -> str:
+    """A ``<python> -`` collector from ``probes/scripts``, preceded by the prelude
+    ``dists.py`` it builds on (distribution discovery without importlib.metadata)."""
+    return load_script("dists.py") + "\n\n" + load_script(name)
+
+
 def run_target_python(ctx: ProbeContext, script_name: str, request: bytes) -> CommandResult:
     """Run a stdlib script from ``probes/scripts`` with the host's first configured python.
 

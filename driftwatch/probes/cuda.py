@@ -14,7 +14,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from driftwatch.probes.base import Facts, ProbeContext, ProbeError, load_script
+from driftwatch.probes.base import Facts, ProbeContext, ProbeError, collector_script
 from driftwatch.probes.python import extract_report, run_interpreters
 from driftwatch.transport import CommandResult
 
@@ -178,7 +178,7 @@ class CudaProbe:
     def collect(self, ctx: ProbeContext) -> Facts:
         with ThreadPoolExecutor(max_workers=1) as pool:
             shell = pool.submit(ctx.run, SHELL_SCRIPT)
-            outcomes = run_interpreters(ctx, ctx.watch.python, load_script("cuda_collect.py"))
+            outcomes = run_interpreters(ctx, ctx.watch.python, collector_script("cuda_collect.py"))
             sections = split_sections(shell.result().text)  # a shell timeout fails the probe
 
         nccl: dict[str, str] = {}

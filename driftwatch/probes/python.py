@@ -1,9 +1,10 @@
 """The ``python`` probe: every distribution each configured interpreter can see.
 
 Each interpreter is started once as ``<python> -`` with a stdlib-only collector script on
-stdin (``scripts/python_collect.py``); only the quoted interpreter path enters the shell.
-The collector reads ``importlib.metadata`` and never imports a package, so a broken or
-slow-to-import torch cannot hang or crash the probe.
+stdin (``scripts/dists.py`` + ``scripts/python_collect.py``); only the quoted interpreter
+path enters the shell. The collector reads the ``*.dist-info`` / ``*.egg-info`` files on
+the interpreter's ``sys.path`` as ``importlib.metadata`` would find them, and never imports
+a package, so a broken or slow-to-import torch cannot hang or crash the probe.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeTimeout, load_script
+from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeTimeout, collector_script
 from driftwatch.transport import CommandResult, quote_path
 
 REPORT_MARKER = "driftwatch-python-report:"  # must match MARKER in the collector scripts
@@ -112,7 +113,7 @@ class PythonProbe:
     name = "python"
 
     def collect(self, ctx: ProbeContext) -> Facts:
-        outcomes = run_interpreters(ctx, ctx.watch.python, load_script("python_collect.py"))
+        outcomes = run_interpreters(ctx, ctx.watch.python, collector_script("python_collect.py"))
         interpreters = {name: _entry(outcome) for name, outcome in outcomes.items()}
         if interpreters and all(entry.get("error") for entry in interpreters.values()):
             summary = "; ".join(f"{name}: {e['error']}" for name, e in interpreters.items())

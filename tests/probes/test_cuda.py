@@ -26,7 +26,7 @@ from driftwatch.probes.cuda import (
     parse_torch_version_py,
     split_sections,
 )
-from driftwatch.probes.base import load_script
+from driftwatch.probes.base import collector_script
 from driftwatch.probes.python import REPORT_MARKER
 from driftwatch.settings import WatchSettings
 from driftwatch.transport.local import LocalTransport
@@ -280,7 +280,7 @@ def test_parse_cuda_report() -> None:
 
 
 def test_collector_script_is_package_data_and_python38_syntax() -> None:
-    ast.parse(load_script("cuda_collect.py"), feature_version=(3, 8))
+    ast.parse(collector_script("cuda_collect.py"), feature_version=(3, 8))
 
 
 @pytest.mark.parametrize(

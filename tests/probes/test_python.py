@@ -21,7 +21,7 @@ import pytest
 from driftwatch.collect import run_probe
 from driftwatch.model import ProbeStatus
 from driftwatch.probes.base import ProbeContext, ProbeError, ProbeTimeout
-from driftwatch.probes.base import load_script
+from driftwatch.probes.base import collector_script, load_script
 from driftwatch.probes.python import REPORT_MARKER, PythonProbe, parse_python_report
 from driftwatch.settings import WatchSettings
 from driftwatch.transport.local import LocalTransport
@@ -42,10 +42,9 @@ def collect(*interpreters: str, timeout: float = 20.0) -> dict[str, Any]:
 
 
 def load_collector() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("python_collect", COLLECTOR)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    """The collector as the target runs it (prelude + script), as a module."""
+    module = ModuleType("python_collect")
+    exec(compile(collector_script("python_collect.py"), str(COLLECTOR), "exec"), module.__dict__)
     return module
 
 
@@ -283,7 +282,7 @@ def test_collector_is_shipped_as_package_data() -> None:
 
 
 def test_collector_is_python38_syntax() -> None:
-    ast.parse(COLLECTOR.read_text(), feature_version=(3, 8))
+    ast.parse(collector_script("python_collect.py"), feature_version=(3, 8))
 
 
 @pytest.mark.parametrize(
@@ -341,7 +340,7 @@ def test_collector_survives_undecodable_paths(tmp_path: Path) -> None:
     with open(dist_info + b"/METADATA", "wb") as f:
         f.write(b"Metadata-Version: 2.1\nName: cafe\nVersion: 1.0\n\n")
     env = {**os.environb, b"PYTHONPATH": site}
-    out = subprocess.run([sys.executable, "-"], input=COLLECTOR.read_bytes(), capture_output=True, env=env, check=True)
+    out = subprocess.run([sys.executable, "-"], input=collector_script("python_collect.py").encode(), capture_output=True, env=env, check=True)
     entry = parse_python_report(out.stdout.decode("utf-8", "replace"))
     assert entry["distributions"]["cafe"]["version"] == "1.0"
     assert entry["distributions"]["cafe"]["location"] == str(tmp_path) + "/caf\ufffd"
