@@ -11,6 +11,7 @@ import shlex
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -222,6 +223,33 @@ def test_alias_from_ssh_config(sshd: Sshd) -> None:
         assert transport.name == "testhost"
         assert transport.address == sshd.destination
         assert transport.run("echo via alias", timeout=10).stdout == b"via alias\n"
+
+
+MATCH_EXEC = """
+import sys
+from driftwatch.transport.ssh import SshTransport
+loaded_at_import = "invoke.tasks" in sys.modules
+with SshTransport.connect("matched", ssh_config_path=sys.argv[1], known_hosts_path=sys.argv[2], connect_timeout=10) as t:
+    print(loaded_at_import, t.address, t.run("echo matched", timeout=10).stdout.decode().strip())
+"""
+
+
+def test_match_exec_in_ssh_config_still_works(sshd: Sshd, tmp_path: Path) -> None:
+    # invoke (which runs `Match exec`) is loaded on first use, not when paramiko is
+    # imported: a fresh interpreter shows both halves.
+    marker = tmp_path / "on-the-vpn"
+    marker.touch()
+    config = tmp_path / "ssh_config"
+    config.write_text(
+        f"Host matched\n    User {sshd.user}\n    IdentityFile {sshd.key_path}\n"
+        f'Match originalhost matched exec "test -e {marker}"\n    HostName 127.0.0.1\n    Port {sshd.port}\n'
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", MATCH_EXEC, str(config), sshd.known_hosts_path],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", sshd.destination, "matched"]
 
 
 def test_proxy_jump(sshd: Sshd) -> None:
