@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from driftwatch.config import Target
 from driftwatch.model import HostIdentity, ProbeRecord, ProbeStatus, Snapshot, utcnow
-from driftwatch.probes.base import Probe, ProbeContext, ProbeError, ProbeSkipped, ProbeTimeout
+from driftwatch.probes.base import Probe, ProbeContext, ProbeError, ProbeSkipped, ProbeTimeout, Shared
 from driftwatch.transport import Transport
 
 
@@ -44,12 +44,14 @@ def collect_snapshot(
 ) -> Snapshot:
     taken_at = utcnow()
     start = time.monotonic()
+    shared = Shared()
     contexts = {
         name: ProbeContext(
             transport=transport,
             watch=target.watch,
             timeout=timeout,
             previous=previous.facts(name) if previous else {},
+            shared=shared,
         )
         for name in probes
     }

@@ -9,10 +9,13 @@ cannot do its job raises :class:`ProbeError` (recorded as ``error``) or lets
 from __future__ import annotations
 
 import shlex
+import threading
+from collections.abc import Callable, Hashable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from driftwatch.settings import WatchSettings
 from driftwatch.transport import DEFAULT_MAX_OUTPUT, CommandResult, Transport, quote_path
@@ -32,6 +35,32 @@ class ProbeSkipped(Exception):
     """Nothing to collect here (e.g. no repos configured); recorded as ``skipped``."""
 
 
+T = TypeVar("T")
+
+
+class Shared:
+    """What several probes of one snapshot need from the target, fetched once: the first
+    probe to ask runs ``compute``, the others wait for its result (or its exception)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._results: dict[Hashable, Future[Any]] = {}
+
+    def once(self, key: Hashable, compute: Callable[[], T]) -> T:
+        with self._lock:
+            future = self._results.get(key)
+            first = future is None
+            if future is None:
+                future = self._results[key] = Future()
+        if first:
+            try:
+                future.set_result(compute())
+            except BaseException as exc:  # noqa: BLE001  (the waiters get it too, never hang)
+                future.set_exception(exc)
+        result: T = future.result()
+        return result
+
+
 @dataclass
 class ProbeContext:
     transport: Transport
@@ -39,6 +68,8 @@ class ProbeContext:
     timeout: float = 10.0
     # The host's previous snapshot's facts for this probe, for caches (e.g. file digests).
     previous: Facts = field(default_factory=dict)
+    # One per snapshot, the same for all its probes (a probe run alone gets its own).
+    shared: Shared = field(default_factory=Shared)
 
     def run(self, script: str, *, stdin: bytes | None = None) -> CommandResult:
         """Run ``script`` on the target within the probe's deadline.

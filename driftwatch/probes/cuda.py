@@ -1,9 +1,10 @@
 """The ``cuda`` probe: NCCL, cuDNN, the CUDA toolkit and the build of torch.
 
 One shell script gathers the system side (``ldconfig -p``, NCCL libraries in the usual
-directories, ``nvcc --version``, where ``/usr/local/cuda`` points); one start of each
-configured interpreter gathers its NCCL/cuDNN wheels and the text of ``torch/version.py``
-(never ``import torch``). Everything absent is ``null``/missing, not an error.
+directories, ``nvcc --version``, where ``/usr/local/cuda`` points); each configured
+interpreter's NCCL/cuDNN wheels and the text of its ``torch/version.py`` (never
+``import torch``) come from the run of ``python_collect.py`` that the python probe shares.
+Everything absent is ``null``/missing, not an error.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from driftwatch.probes.base import Facts, ProbeContext, ProbeError, collector_script
-from driftwatch.probes.python import extract_report, run_interpreters
+from driftwatch.probes.base import Facts, ProbeContext, ProbeError
+from driftwatch.probes.python import extract_report, interpreter_reports
 from driftwatch.transport import CommandResult
 
 # Directories where distributions and CUDA installers put libnccl; LD_LIBRARY_PATH is
@@ -59,6 +60,8 @@ echo '@@cuda_link'
 exit 0
 """
 
+# Wheels whose versions the cuda facts carry: nvidia-nccl-cu12, nvidia-cudnn-cu13, ...
+_CUDA_WHEEL = re.compile(r"^nvidia-(nccl|cudnn)-cu\d+$")
 _NVCC_V = re.compile(r"\bV(\d+\.\d+(?:\.\d+)*)\b")
 _NVCC_RELEASE = re.compile(r"\brelease (\d+\.\d+)\b")
 _NCCL_FILE = re.compile(r"libnccl\.so\.(\d+(?:\.\d+)*)$")
@@ -151,10 +154,15 @@ def parse_toolkit(sections: dict[str, str]) -> dict[str, str | None]:
 
 
 def parse_cuda_report(text: str) -> dict[str, Any]:
-    """One interpreter's part: {"distributions": {name: version}, "torch": facts|None}."""
+    """One interpreter's part, from its ``python_collect.py`` report:
+    {"distributions": {nvidia nccl/cudnn wheel: version}, "torch": facts|None}."""
     data = extract_report(text)
     dists = data.get("distributions")
-    distributions = {str(k): str(v) for k, v in dists.items()} if isinstance(dists, dict) else {}
+    distributions: dict[str, str] = {}
+    for key, dist in (dists.items() if isinstance(dists, dict) else []):
+        version = dist.get("version") if isinstance(dist, dict) else None
+        if _CUDA_WHEEL.match(str(key)) and isinstance(version, str):
+            distributions[str(key)] = version
     torch = data.get("torch")
     torch_facts = None
     if isinstance(torch, dict) and isinstance(torch.get("text"), str):
@@ -178,7 +186,7 @@ class CudaProbe:
     def collect(self, ctx: ProbeContext) -> Facts:
         with ThreadPoolExecutor(max_workers=1) as pool:
             shell = pool.submit(ctx.run, SHELL_SCRIPT)
-            outcomes = run_interpreters(ctx, ctx.watch.python, collector_script("cuda_collect.py"))
+            outcomes = interpreter_reports(ctx)
             sections = split_sections(shell.result().text)  # a shell timeout fails the probe
 
         nccl: dict[str, str] = {}

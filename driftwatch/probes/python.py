@@ -109,11 +109,22 @@ def _entry(outcome: CommandResult | ProbeError) -> dict[str, Any]:
         return {"error": str(exc)}
 
 
+def interpreter_reports(ctx: ProbeContext) -> dict[str, CommandResult | ProbeError]:
+    """Every configured interpreter's run of ``python_collect.py``: once per snapshot,
+    shared by the python and cuda probes (each start of a GPU venv's python costs the
+    host ~25 ms of CPU)."""
+    interpreters = list(ctx.watch.python)
+    return ctx.shared.once(
+        ("python_collect", tuple(interpreters)),
+        lambda: run_interpreters(ctx, interpreters, collector_script("python_collect.py")),
+    )
+
+
 class PythonProbe:
     name = "python"
 
     def collect(self, ctx: ProbeContext) -> Facts:
-        outcomes = run_interpreters(ctx, ctx.watch.python, collector_script("python_collect.py"))
+        outcomes = interpreter_reports(ctx)
         interpreters = {name: _entry(outcome) for name, outcome in outcomes.items()}
         if interpreters and all(entry.get("error") for entry in interpreters.values()):
             summary = "; ".join(f"{name}: {e['error']}" for name, e in interpreters.items())

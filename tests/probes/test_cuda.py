@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import shutil
@@ -13,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from driftwatch.collect import run_probe
+from driftwatch.collect import collect_snapshot, run_probe
+from driftwatch.config import Target
 from driftwatch.model import ProbeStatus
 from driftwatch.probes.base import ProbeContext
 from driftwatch.probes.cuda import (
@@ -26,8 +26,7 @@ from driftwatch.probes.cuda import (
     parse_torch_version_py,
     split_sections,
 )
-from driftwatch.probes.base import collector_script
-from driftwatch.probes.python import REPORT_MARKER
+from driftwatch.probes.python import REPORT_MARKER, PythonProbe
 from driftwatch.settings import WatchSettings
 from driftwatch.transport.local import LocalTransport
 from tests.venvs import TORCH_GIT_VERSION, TORCH_VERSION_PY, make_gpu_venv, old_pythons, site_packages
@@ -82,6 +81,22 @@ def no_nvcc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def collect(*interpreters: str) -> dict[str, Any]:
     ctx = ProbeContext(transport=LocalTransport(), watch=WatchSettings(python=list(interpreters)), timeout=20)
     return CudaProbe().collect(ctx)
+
+
+def test_python_and_cuda_probes_start_each_interpreter_once(gpu_venv: Path, tmp_path: Path) -> None:
+    # A snapshot's python and cuda probes share one run of each interpreter: on a GPU host
+    # every start of a venv's python costs ~25 ms of the host's CPU.
+    starts = tmp_path / "starts"
+    wrapper = tmp_path / "python3"
+    wrapper.write_text(f'#!/bin/sh\necho started >> "{starts}"\nexec "{gpu_venv}" "$@"\n')
+    wrapper.chmod(0o755)
+    target = Target(name="local", address="local", watch=WatchSettings(python=[str(wrapper)]))
+    probes = {"python": PythonProbe(), "cuda": CudaProbe()}
+    snap = collect_snapshot(target, LocalTransport(), probes, timeout=20)
+    assert starts.read_text().splitlines() == ["started"]
+    assert snap.probes["python"].facts["interpreters"][str(wrapper)]["distributions"]["torch"]["version"] == "2.8.0+cu128"
+    assert snap.probes["cuda"].facts["torch"][str(wrapper)]["cuda"] == "12.8"
+    assert snap.probes["cuda"].facts["nccl"]["distributions"] == {"nvidia-nccl-cu12": "2.27.3"}
 
 
 def test_wheels_and_torch_build_from_the_venv(gpu_venv: Path) -> None:
@@ -265,11 +280,16 @@ def test_split_sections() -> None:
 
 def test_parse_cuda_report() -> None:
     report = {
-        "distributions": {"nvidia-nccl-cu12": "2.27.3", "nvidia-cudnn-cu12": "9.10.2.21"},
+        "distributions": {
+            "nvidia-nccl-cu12": {"name": "nvidia-nccl-cu12", "version": "2.27.3"},
+            "nvidia-cudnn-cu12": {"name": "nvidia-cudnn-cu12", "version": "9.10.2.21"},
+            "nvidia-cublas-cu12": {"name": "nvidia-cublas-cu12", "version": "12.8.4.1"},
+            "torch": {"name": "torch", "version": "2.8.0+cu128"},
+        },
         "torch": {"path": "/venv/torch/version.py", "text": TORCH_VERSION_PY},
     }
     parsed = parse_cuda_report("noise\n" + REPORT_MARKER + json.dumps(report) + "\n")
-    assert parsed["distributions"] == report["distributions"]
+    assert parsed["distributions"] == {"nvidia-nccl-cu12": "2.27.3", "nvidia-cudnn-cu12": "9.10.2.21"}
     assert parsed["torch"] == {
         "version": "2.8.0+cu128",
         "cuda": "12.8",
@@ -277,10 +297,6 @@ def test_parse_cuda_report() -> None:
         "path": "/venv/torch/version.py",
     }
     assert parse_cuda_report(REPORT_MARKER + '{"distributions": {}, "torch": null}')["torch"] is None
-
-
-def test_collector_script_is_package_data_and_python38_syntax() -> None:
-    ast.parse(collector_script("cuda_collect.py"), feature_version=(3, 8))
 
 
 @pytest.mark.parametrize(

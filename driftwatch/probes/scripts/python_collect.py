@@ -1,5 +1,7 @@
-"""Collector run on the target as ``<python> -`` (script on stdin) by the python probe,
-after the prelude ``dists.py`` (normalize, read_text, distribution_paths, emit ...).
+"""Collector run on the target as ``<python> -`` (script on stdin), after the prelude
+``dists.py`` (normalize, read_text, distribution_paths, emit ...). One run per configured
+interpreter and snapshot serves two probes: ``python`` (every distribution) and ``cuda``
+(the NCCL/cuDNN wheels, and the raw text of ``torch/version.py``).
 
 It must run on any python3 >= 3.8 with nothing but the stdlib, and must never import the
 distributions it describes (an import can take minutes, touch the GPU or fail): everything
@@ -8,6 +10,7 @@ line, ``MARKER + JSON``, last on stdout.
 """
 
 import hashlib
+from importlib import util
 from urllib.parse import unquote, urlparse
 
 TYPE_CHECKING = False
@@ -147,7 +150,27 @@ def collect() -> dict[str, Any]:
         "version": sys.version.split()[0],
         "prefix": sys.prefix,
         "distributions": distributions,
+        "torch": torch_version_file(),
     }
+
+
+def torch_version_file() -> dict[str, str] | None:
+    """The text of ``torch/version.py``, found with ``importlib.util.find_spec``, which
+    locates the package without executing its ``__init__``: importing torch would load CUDA
+    libraries, take seconds and may crash, and its build facts are plain literals in that
+    file anyway (the cuda probe parses them)."""
+    try:
+        spec = util.find_spec("torch")
+    except (ImportError, ValueError):
+        return None
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        path = os.path.join(location, "version.py")
+        try:
+            with open(path, "rb") as f:
+                return {"path": path, "text": f.read(65536).decode("utf-8", "replace")}
+        except OSError:
+            continue
+    return None
 
 
 if __name__ == "__main__":
