@@ -8,7 +8,6 @@ cannot do its job raises :class:`ProbeError` (recorded as ``error``) or lets
 
 from __future__ import annotations
 
-import shlex
 import threading
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future
@@ -18,7 +17,8 @@ from importlib import resources
 from typing import Any, Protocol, TypeVar
 
 from driftwatch.settings import WatchSettings
-from driftwatch.transport import DEFAULT_MAX_OUTPUT, CommandResult, Transport, quote_path
+from driftwatch.transport import DEFAULT_MAX_OUTPUT, CommandResult, Transport
+from driftwatch.transport.base import DEFAULT_PYTHONS, first_python
 
 Facts = dict[str, Any]
 
@@ -99,15 +99,17 @@ def collector_script(name: str) -> str:
 
 
 def run_target_python(ctx: ProbeContext, script_name: str, request: bytes) -> CommandResult:
-    """Run a stdlib script from ``probes/scripts`` with the host's first configured python.
+    """Run a stdlib script from ``probes/scripts`` with the target's system python3, else
+    the first configured interpreter it has, else whatever ``python3`` is on PATH.
 
-    The script travels as a ``-c`` argument and the request on stdin, so no path or pattern
-    from the config is ever interpreted by a shell.
+    Any python3 >= 3.6 runs these scripts; the system one comes first because a pyenv or
+    conda shim first on PATH costs ~60 ms of CPU per start. -I -S: the standard library
+    only, no site (nor any .pth hooks a GPU environment installs). The script travels as a
+    ``-c`` argument and the request on stdin, so no path or pattern from the config is ever
+    interpreted by a shell.
     """
-    interpreter = quote_path(ctx.watch.python[0] if ctx.watch.python else "python3")
-    # -I -S: these scripts need the standard library only, and skipping site (and any
-    # .pth hooks a GPU environment installs) makes the interpreter start ~4x cheaper.
-    return ctx.run(f"exec {interpreter} -I -S -c {shlex.quote(load_script(script_name))}", stdin=request)
+    pythons = [DEFAULT_PYTHONS[0], *ctx.watch.python, *DEFAULT_PYTHONS[1:]]
+    return ctx.run(first_python(load_script(script_name), pythons), stdin=request)
 
 
 class Probe(Protocol):

@@ -21,15 +21,14 @@ from importlib import resources
 
 import paramiko
 
-from driftwatch.transport.base import KILL_AFTER, TIMEOUT_EXITS, CommandResult, bounded_script
+from driftwatch.transport.base import DEFAULT_PYTHONS, KILL_AFTER, TIMEOUT_EXITS, CommandResult, bounded_script
 
 # The agent's remote lifetime. Near its end the client starts a fresh one for new commands,
 # early enough that no command given to the old one can outlive it.
 AGENT_LIFETIME = 900.0
 _EXPIRY_MARGIN = 30.0
-# The system interpreter first: a pyenv shim costs ~60 ms per start, and only the stdlib
-# is needed. Any python3 >= 3.6 will do; with none, the transport falls back to channels.
-DEFAULT_PYTHONS = ("/usr/bin/python3", "python3")
+# DEFAULT_PYTHONS: any python3 >= 3.6 will do; with none, the transport falls back to channels.
+__all__ = ["AGENT_LIFETIME", "DEFAULT_PYTHONS", "Agent", "AgentUnavailable", "agent_command"]
 # The login shell may not be POSIX (fish, tcsh): it only runs `exec timeout ... sh -c`.
 # -I: no cwd or PYTHON* on sys.path (a stray json.py in $HOME); -S: no site (.pth files).
 _LAUNCH = 'for p in "$@"; do command -v "$p" >/dev/null && exec "$p" -I -S -c "$0"; done; echo "no python3 among: $*" >&2; exit 127'

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Protocol
 
 # Output read back from one command is capped: a runaway log or a hostile host must not
@@ -60,6 +61,23 @@ class Transport(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+# Where a stdlib-only script finds a python3 on the target: the system interpreter first,
+# because a pyenv or conda shim first on PATH costs ~60 ms of CPU per start.
+DEFAULT_PYTHONS = ("/usr/bin/python3", "python3")
+
+
+def first_python(code: str, pythons: Sequence[str] = DEFAULT_PYTHONS) -> str:
+    """A POSIX sh command running ``code`` as ``python -I -S -c`` with the first of
+    ``pythons`` the target has (stdin passes through); exit 127 when it has none."""
+    pythons = list(dict.fromkeys(pythons))
+    tried = " ".join(pythons)
+    return (
+        f"for p in {' '.join(quote_path(p) for p in pythons)}; do "
+        f'command -v "$p" >/dev/null && exec "$p" -I -S -c {shlex.quote(code)}; done; '
+        f"echo {shlex.quote(f'python3: not found (tried: {tried})')} >&2; exit 127"
+    )
 
 
 def quote_path(path: str) -> str:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
 from driftwatch.probes.base import ProbeContext, ProbeError, ProbeTimeout, Shared
+from driftwatch.probes.files import FilesProbe
+from driftwatch.settings import WatchSettings
+from driftwatch.transport.base import first_python
 from driftwatch.transport.local import LocalTransport
 
 
@@ -46,3 +51,31 @@ def test_shared_computes_once_for_concurrent_callers_and_all_get_the_error() -> 
         with pytest.raises(ProbeTimeout, match="timed out after 1s"):
             shared.once("bad", broken)
     assert shared.once("other", lambda: 7) == 7
+
+
+@pytest.mark.skipif(not os.access("/usr/bin/python3", os.X_OK), reason="no /usr/bin/python3 here")
+def test_unconfigured_python_prefers_the_system_one_over_a_shim_on_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A pyenv/conda shim first on PATH costs ~60 ms per start; the scripts need any python3.
+    shim_log = tmp_path / "shim-used"
+    shim = tmp_path / "bin" / "python3"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\necho used >> "{shim_log}"\nexec /usr/bin/python3 "$@"\n')
+    shim.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim.parent}:{os.environ['PATH']}")
+    ctx = ProbeContext(transport=LocalTransport(), timeout=20)
+    result = ctx.run(first_python("import sys; print(sys.executable)"))
+    assert result.stdout.decode().strip() == "/usr/bin/python3"
+    watched = tmp_path / "launch.sh"
+    watched.write_text("python -m sglang.launch_server\n")
+    files = FilesProbe().collect(ProbeContext(transport=LocalTransport(), watch=WatchSettings(files=[str(watched)])))
+    assert files["files"][str(watched)]["sha256"]  # the probe ran, on the system python
+    assert not shim_log.exists()
+
+
+def test_no_python_at_all_says_so() -> None:
+    ctx = ProbeContext(transport=LocalTransport(), timeout=20)
+    result = ctx.run(first_python("print(1)", ("/nonexistent/python3", "no-such-python3")))
+    assert result.exit_code == 127
+    assert "python3: not found (tried: /nonexistent/python3 no-such-python3)" in result.error_text
