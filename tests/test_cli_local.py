@@ -100,3 +100,21 @@ def test_installed_command_version_and_help() -> None:
     for command in ("snapshot", "list", "show"):
         result = subprocess.run([*exe, command, "--help"], capture_output=True, text=True)
         assert result.returncode == 0 and "Usage:" in result.stdout
+
+
+def test_installed_command_exit_codes_and_whole_output(host: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The entry point leaves without Python's teardown: what it printed must all arrive,
+    # and its exit code must be the command's. Buffered output, as in cron or a pipe.
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
+    exe = [sys.executable, "-m", "driftwatch"]
+    done = subprocess.run([*exe, "snapshot", "local", "--json"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    [entry] = json.loads(done.stdout)
+    assert entry["exit_code"] == 0 and Path(entry["path"]).is_file()
+    shown = subprocess.run([*exe, "show", "local@latest", "--json"], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and json.loads(shown.stdout)["probes"]["gpu"]["status"] == "ok"
+    listed = subprocess.run([*exe, "list", "--json"], capture_output=True, text=True, timeout=60)  # < one buffer
+    assert listed.returncode == 0 and [row["host"] for row in json.loads(listed.stdout)] == ["local"]
+    missing = subprocess.run([*exe, "show", "nosuchhost@latest"], capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1 and "driftwatch: error:" in missing.stderr
+
