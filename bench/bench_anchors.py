@@ -42,7 +42,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from _loopback import ROOT, Sshd, Timing, start_bench_sshd, timed
+from _loopback import ROOT, Sshd, Timing, precompile, start_bench_sshd, timed
 
 from tests.venvs import make_gpu_venv, sglang_checkout
 
@@ -425,6 +425,7 @@ def main() -> None:
     parser.add_argument("--anchors", type=Path, default=ANCHORS, help="where the ansible and torch venvs live")
     parser.add_argument("--save", type=Path, help="keep each tool's full output in this folder")
     args = parser.parse_args()
+    precompile()
 
     every = {**CASES, **BREAKDOWN}
     runs: dict[str, list[Timing]] = {name: [] for name in every}

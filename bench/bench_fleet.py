@@ -31,7 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _loopback import Timing, start_bench_sshd, timed, write_aliases
+from _loopback import Timing, precompile, start_bench_sshd, timed, write_aliases
 
 from tests.venvs import make_gpu_venv
 
@@ -64,6 +64,7 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=3.0, help="seconds every nvidia-smi call sleeps")
     parser.add_argument("--timeout", type=float, default=20.0, help="driftwatch's per-probe deadline")
     args = parser.parse_args()
+    precompile()
     sizes = [int(s) for s in args.sizes.split(",")]
 
     runs: dict[int, list[Timing]] = {n: [] for n in sizes}

@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _loopback import precompile  # noqa: E402
 from tests.sshd import Sshd, find_sshd, start_sshd  # noqa: E402
 from tests.venvs import make_gpu_venv  # noqa: E402
 
@@ -63,6 +64,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
+    precompile()
     snapshot = [sys.executable, "-m", "driftwatch", "snapshot", "testhost"]
     with tempfile.TemporaryDirectory() as tmp:
         fast, slow, server, ssh_true = setup(Path(tmp))
