@@ -244,13 +244,18 @@ def write_profile(home: Path, text: str) -> None:
 
 def test_login_env_picks_up_the_profile_and_not_the_callers_environment(servers: Servers, monkeypatch: pytest.MonkeyPatch) -> None:
     home = servers.root / "home"
-    write_profile(home, f'echo "welcome {{"\nexport NCCL_IB_HCA=mlx5\nexport NCCL_TOKEN={HF}\nexport UNRELATED=1\n')
+    write_profile(
+        home,
+        f'echo "welcome {{"\nexport NCCL_IB_HCA=mlx5\nexport NCCL_TOKEN={HF}\nexport UNRELATED=1\n'
+        "export NCCL_SOCKET_IFNAME='eth0=a\nb'\n",  # '=' and a newline in a value survive
+    )
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("NCCL_FROM_CALLER", "1")
     facts = record(servers).facts
     assert facts["login_env_error"] is None and facts["login_shell"]
     login_env = facts["login_env"]
     assert login_env["NCCL_IB_HCA"] == "mlx5" and login_env["NCCL_TOKEN"] == "<redacted>"
+    assert login_env["NCCL_SOCKET_IFNAME"] == "eth0=a\nb"
     # /etc/profile.d may add CUDA_* on a GPU host; the caller's own variables never appear.
     assert "NCCL_FROM_CALLER" not in login_env and "UNRELATED" not in login_env and HF not in str(facts)
 

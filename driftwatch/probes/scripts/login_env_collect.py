@@ -16,7 +16,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # type checkers only; the annotations are strings: importing typing costs ~5 ms per start
     from typing import Dict, Optional, Tuple
 
-MARKER = "\0driftwatch-login-env\0"
 LOGIN_SHELLS = {"bash", "sh", "dash", "zsh", "ksh"}
 REDACTED = "<redacted>"
 
@@ -33,7 +32,7 @@ def login_shell() -> str:
     return shutil.which("bash") or "/bin/sh"
 
 
-def start(shell: str) -> subprocess.Popen:
+def start(shell: str, marker: str) -> subprocess.Popen:
     # A clean environment, so the result is what a fresh login gets from the profiles,
     # not whatever the caller (cron, an interactive ssh session) happened to export.
     home = os.environ.get("HOME") or os.path.expanduser("~")
@@ -45,16 +44,15 @@ def start(shell: str) -> subprocess.Popen:
             pass
     env = {"HOME": home, "USER": user, "LOGNAME": user, "SHELL": shell,
            "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
-    # The marker separates the environment from anything the profiles print themselves.
-    code = "import json,os,sys; sys.stdout.write(%r + json.dumps(dict(os.environ)))" % MARKER
-    # -I: a PYTHONPATH/PYTHONHOME set by the profile must not break the reporter.
-    argv = [shell, "-lc", 'exec "$0" -I -c "$1"', sys.executable or "python3", code]
+    # The shell prints a fresh marker (separating what the profiles print themselves), then
+    # becomes `cat` of its own environment: no second interpreter start on the target.
+    argv = [shell, "-lc", 'printf "%s" "$0"; exec cat /proc/self/environ', marker]
     return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, env=env,
                             cwd=home if os.path.isdir(home) else "/", start_new_session=True)
 
 
-def finish(proc: subprocess.Popen, timeout: float) -> "Tuple[Optional[Dict[str, str]], Optional[str]]":
+def finish(proc: subprocess.Popen, marker: str, timeout: float) -> "Tuple[Optional[Dict[str, str]], Optional[str]]":
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -66,14 +64,15 @@ def finish(proc: subprocess.Popen, timeout: float) -> "Tuple[Optional[Dict[str, 
             proc.stdout.close()
         proc.wait()
         return None, "login shell timed out after %gs" % timeout
-    text = out.decode("utf-8", "replace")
-    at = text.rfind(MARKER)
-    if at < 0:
+    at = out.rfind(marker.encode())
+    if at < 0 or proc.returncode != 0:
         return None, "login shell printed no environment (exit %s)" % proc.returncode
-    try:
-        return json.loads(text[at + len(MARKER):]), None
-    except ValueError:
-        return None, "login shell printed an unreadable environment"
+    env = {}
+    for entry in out[at + len(marker):].split(b"\0"):
+        name, sep, value = entry.decode("utf-8", "replace").partition("=")
+        if sep:
+            env[name] = value
+    return env, None
 
 
 def keep(name: str, request: "Dict") -> bool:
@@ -100,7 +99,8 @@ def main() -> None:
     request = json.load(sys.stdin)
     shell = login_shell()
     try:
-        env, error = finish(start(shell), float(request["timeout"]))
+        marker = "driftwatch-login-env-%s:" % os.urandom(8).hex()
+        env, error = finish(start(shell, marker), marker, float(request["timeout"]))
     except OSError as exc:
         env, error = None, "login shell failed: %s" % (exc.strerror or exc)
     if env is not None:
