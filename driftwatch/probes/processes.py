@@ -146,13 +146,14 @@ class ProcessesProbe:
         # by the script instead of costing the whole probe.
         login = {**env, "timeout": max(0.5, ctx.timeout * 0.8 - 0.5)}
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="processes") as pool:
-            walked = pool.submit(_run_json, ctx, "processes_collect.py", walk)
+            # No patterns, nothing to match: no walk of /proc (one interpreter start less).
+            walked = pool.submit(_run_json, ctx, "processes_collect.py", walk) if walk["patterns"] else None
             shell = pool.submit(_run_json, ctx, "login_env_collect.py", login)
             try:
                 login_report = shell.result()
             except ProbeError as exc:  # includes ProbeTimeout: the servers are still facts
                 login_report = {"login_env": None, "login_env_error": f"login shell: {exc}"}
-            report = walked.result()
+            report = walked.result() if walked is not None else {"processes": [], "truncated": False}
         if report.get("error"):
             raise ProbeSkipped(str(report["error"]))
         return build_facts(report, login_report)

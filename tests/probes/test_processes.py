@@ -280,3 +280,29 @@ def test_collectors_run_on_old_pythons(servers: Servers, python: str) -> None:
     assert result.status is ProbeStatus.ok, result.error
     assert result.facts["servers"]["sglang.launch_server"]["env"] == {"NCCL_DEBUG": "WARN"}
     assert result.facts["login_env_error"] is None
+
+
+class _Recording(LocalTransport):
+    """The real local transport, keeping the scripts it was given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scripts: list[str] = []
+
+    def run(self, script: str, **kwargs: Any) -> Any:
+        self.scripts.append(script)
+        return super().run(script, **kwargs)
+
+
+def test_no_patterns_means_no_walk_of_proc_but_the_login_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    write_profile(home, "export NCCL_IB_HCA=mlx5\n")
+    monkeypatch.setenv("HOME", str(home))
+    transport = _Recording()
+    ctx = ProbeContext(transport=transport, watch=WatchSettings(processes=[]), timeout=30)
+    result = run_probe(ProcessesProbe(), ctx)
+    assert result.status is ProbeStatus.ok, result.error
+    assert result.facts["servers"] == {} and result.facts["truncated"] is False
+    assert result.facts["login_env"]["NCCL_IB_HCA"] == "mlx5"
+    walker = load_script("processes_collect.py").splitlines()[1]
+    assert len(transport.scripts) == 1 and walker not in transport.scripts[0]
