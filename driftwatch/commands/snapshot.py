@@ -142,18 +142,20 @@ def run_snapshot(
         targets, config, store, timeout=timeout or config.timeout, labels=labels,
         parallel=parallel, accept_new_host_key=accept_new_host_key,
     )
-    from rich.text import Text
+    failed = [o for o in outcomes if o.error]
+    if failed:
+        from rich.text import Text
 
-    from driftwatch.report.safe import clean
-    from driftwatch.report.snapshots import print_stored
+        from driftwatch.report.safe import clean
 
-    err = stderr_console()
-    for outcome in outcomes:
-        if outcome.error:
-            err.print(Text(clean(host_message(outcome.target.name, outcome.error)), style="red"))
-    if json_out:
+        err = stderr_console()
+        for outcome in failed:
+            err.print(Text(clean(host_message(outcome.target.name, outcome.error or "")), style="red"))
+    if json_out:  # rich is not needed (nor imported: ~20 ms) for JSON
         print_json([_json_entry(o) for o in outcomes])
     else:
+        from driftwatch.report.snapshots import print_stored
+
         out = stdout_console()
         for outcome in outcomes:
             if outcome.snapshot is not None and outcome.path is not None:
