@@ -118,3 +118,13 @@ def test_installed_command_exit_codes_and_whole_output(host: Path, monkeypatch: 
     missing = subprocess.run([*exe, "show", "nosuchhost@latest"], capture_output=True, text=True, timeout=60)
     assert missing.returncode == 1 and "driftwatch: error:" in missing.stderr
 
+
+
+def test_json_output_does_not_load_the_terminal_report(host: Path) -> None:
+    # rich costs ~20 ms to import: cron jobs and scripts asking for JSON do not pay it.
+    code = (
+        "import sys; from driftwatch.cli import main; rc = main(['snapshot', 'local', '--json']); "
+        "print(rc, sorted({m.split('.')[0] for m in sys.modules} & {'rich', 'paramiko'}), file=sys.stderr)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stderr.strip().splitlines()[-1] == "0 []"
