@@ -404,7 +404,7 @@ def facts_table(snap: dict, ansible_text: str, collect_env_text: str) -> list[st
     totals = [0, 0, 0]
     for name, dw, an, ce in FACTS:
         marks = [dw(snap), an(facts), ce(collect_env_text)]
-        totals = [t + int(m) for t, m in zip(totals, marks)]
+        totals = [t + int(m) for t, m in zip(totals, marks, strict=True)]
         rows.append(f"| {name} | " + " | ".join("yes" if m else "–" for m in marks) + " |")
     rows.append(f"| **total (of {len(FACTS)})** | **{totals[0]}** | **{totals[1]}** | **{totals[2]}** |")
     return rows
