@@ -239,8 +239,8 @@ def run() -> None:
     Python's teardown of what a snapshot loaded (pydantic, paramiko, rich) takes ~40 ms,
     about a tenth of a whole snapshot of a host. By the time ``main`` returns every thread
     we started has finished and every file is closed, so exit handlers run and the output
-    is flushed here, then the process leaves without the teardown. A reader that closed
-    the pipe early (``| head``) is not an error worth a traceback.
+    is flushed here, then the process leaves without the teardown. A flush that fails (the
+    reader closed the pipe) leaves nothing to do but exit.
     """
     code = main()
     atexit._run_exitfuncs()

@@ -16,7 +16,7 @@ from typing import Any
 from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeTimeout, collector_script
 from driftwatch.transport import CommandResult, quote_path
 
-REPORT_MARKER = "driftwatch-python-report:"  # must match MARKER in the collector scripts
+REPORT_MARKER = "driftwatch-python-report:"  # must match MARKER in scripts/dists.py
 _DIST_FIELDS = (
     "name",
     "version",
