@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from driftwatch.diff import diff_snapshots  # noqa: E402
 from driftwatch.model import HostIdentity, ProbeRecord, ProbeStatus, Snapshot  # noqa: E402
-from tests.diff.builders import gpu_entry  # noqa: E402  (the same H200 the diff tests use)
+from tests.diff.builders import gpu_entry, python_facts  # noqa: E402  (the diff tests' H200 and venv)
 
 N_DISTS, N_GPUS, N_FILES = 800, 8, 5000
 
@@ -77,17 +77,7 @@ def base_facts() -> dict[str, Any]:
         for i in range(N_FILES)
     }
     return {
-        "python": {
-            "interpreters": {
-                "python3": {
-                    "executable": "/root/ml-env/bin/python3",
-                    "version": "3.12.3",
-                    "prefix": "/root/ml-env",
-                    "error": None,
-                    "distributions": _dists(),
-                }
-            }
-        },
+        "python": python_facts(_dists()),
         "gpu": {
             "driver_version": "590.48.01",
             "cuda_version": "13.1",

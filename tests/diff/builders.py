@@ -60,6 +60,11 @@ def _python() -> dict[str, Any]:
         dist("numpy", "2.1.3"),
         dist("requests", "2.32.3"),
     ]
+    return python_facts({d["name"]: d for d in dists})
+
+
+def python_facts(distributions: dict[str, Any]) -> dict[str, Any]:
+    """The python probe's facts for one interpreter (/root/ml-env) holding ``distributions``."""
     return {
         "interpreters": {
             "python3": {
@@ -67,7 +72,7 @@ def _python() -> dict[str, Any]:
                 "version": "3.12.3",
                 "prefix": "/root/ml-env",
                 "error": None,
-                "distributions": {d["name"]: d for d in dists},
+                "distributions": distributions,
             }
         }
     }
