@@ -21,7 +21,14 @@ from importlib import resources
 
 import paramiko
 
-from driftwatch.transport.base import DEFAULT_PYTHONS, KILL_AFTER, TIMEOUT_EXITS, CommandResult, bounded_script
+from driftwatch.transport.base import (
+    DEFAULT_PYTHONS,
+    KILL_AFTER,
+    TIMEOUT_EXITS,
+    CommandResult,
+    bounded_script,
+    first_python,
+)
 
 # The agent's remote lifetime. Near its end the client starts a fresh one for new commands,
 # early enough that no command given to the old one can outlive it.
@@ -29,9 +36,6 @@ AGENT_LIFETIME = 900.0
 _EXPIRY_MARGIN = 30.0
 # DEFAULT_PYTHONS: any python3 >= 3.6 will do; with none, the transport falls back to channels.
 __all__ = ["AGENT_LIFETIME", "DEFAULT_PYTHONS", "Agent", "AgentUnavailable", "agent_command"]
-# The login shell may not be POSIX (fish, tcsh): it only runs `exec timeout ... sh -c`.
-# -I: no cwd or PYTHON* on sys.path (a stray json.py in $HOME); -S: no site (.pth files).
-_LAUNCH = 'for p in "$@"; do command -v "$p" >/dev/null && exec "$p" -I -S -c "$0"; done; echo "no python3 among: $*" >&2; exit 127'
 _TICK = 0.5  # how late the reader notices stderr and the sender its deadline
 _CHUNK = 65536
 _ChannelErrors = (paramiko.SSHException, OSError, EOFError)
@@ -42,8 +46,10 @@ class AgentUnavailable(Exception):
 
 
 def agent_command(pythons: Sequence[str], lifetime: float) -> str:
+    """The agent under the first of ``pythons`` the target has (``first_python``: -I -S).
+    The login shell may not be POSIX (fish, tcsh): it only runs ``exec timeout ... sh -c``."""
     code = (resources.files("driftwatch") / "transport" / "scripts" / "agent.py").read_text(encoding="utf-8")
-    words = ["exec", "timeout", "-k", str(KILL_AFTER), str(int(lifetime)), "sh", "-c", _LAUNCH, code, *pythons]
+    words = ["exec", "timeout", "-k", str(KILL_AFTER), str(int(lifetime)), "sh", "-c", first_python(code, pythons)]
     return " ".join(shlex.quote(word) for word in words)
 
 

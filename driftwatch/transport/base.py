@@ -70,7 +70,8 @@ DEFAULT_PYTHONS = ("/usr/bin/python3", "python3")
 
 def first_python(code: str, pythons: Sequence[str] = DEFAULT_PYTHONS) -> str:
     """A POSIX sh command running ``code`` as ``python -I -S -c`` with the first of
-    ``pythons`` the target has (stdin passes through); exit 127 when it has none."""
+    ``pythons`` the target has (stdin passes through); exit 127 when it has none.
+    -I: no cwd or PYTHON* on sys.path (a stray json.py in $HOME); -S: no site (.pth files)."""
     pythons = list(dict.fromkeys(pythons))
     tried = " ".join(pythons)
     return (
