@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -77,10 +78,11 @@ def set_sgl_kernel(venv: Path, version: str) -> None:
         shutil.copytree(site / "sgl_kernel", original / "sgl_kernel")
     shutil.rmtree(current)
     shutil.rmtree(site / "sgl_kernel")
-    if version == "baseline":
+    if version in ("baseline", "baseline-reinstalled"):
         for item in original.iterdir():
-            shutil.copytree(item, site / item.name)
-            shutil.copystat(item, site / item.name)
+            shutil.copytree(item, site / item.name)  # copies the mtimes too
+            if version == "baseline-reinstalled":  # the same files, installed now
+                os.utime(site / item.name)
         return
     write_dist_info(site, "sgl_kernel", "sgl-kernel", version, [], {"sgl_kernel/__init__.py": f"# {version}\n"})
 
@@ -112,6 +114,33 @@ def test_alerts_once_per_new_drift_and_once_resolved(
     assert hook.posts[2]["status"] == "resolved" and hook.posts[2]["changes"] == []
     assert check(*notify) == 0 and len(hook.posts) == 3
     assert "SECRET-TOKEN" not in capsys.readouterr().err
+
+
+def drift_gauges(prom: Path) -> dict[str, float]:
+    text = (prom / "driftwatch_testhost.prom").read_text()
+    return {
+        s.labels["severity"]: s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "driftwatch_drift_changes"
+    }
+
+
+def test_downgrade_back_to_the_baseline_resolves_the_alert(
+    gpu_host: Path, hook: Hook, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    notify, prom = ["--notify", hook.url], tmp_path / "textfile"
+    set_sgl_kernel(gpu_host, "0.3.17")
+    assert check(*notify, "--textfile", str(prom)) == 2 and hook.posts[-1]["status"] == "drift"
+    # Reinstalled at the baseline's version with identical files: only the install time
+    # moved. That is context (a clue), not drift: exit 0, one "resolved", no drift counted.
+    set_sgl_kernel(gpu_host, "baseline-reinstalled")
+    capsys.readouterr()
+    assert check(*notify, "--textfile", str(prom)) == 0
+    assert [p["status"] for p in hook.posts] == ["drift", "resolved"]
+    assert set(drift_gauges(prom).values()) == {0}
+    out = capsys.readouterr().out
+    assert "no drift" in out and "reinstalled with identical files" in out
 
 
 def test_quiet_prints_nothing_without_drift(gpu_host: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -104,7 +104,6 @@ SCENARIOS: list[tuple[str, Callable[[Host], None], str, str, list[str]]] = [
     ("sgl-kernel upgraded", upgrade_sgl_kernel, "package", "sgl-kernel", ["0.3.16.post4", "0.3.17"]),
     ("flashinfer reinstalled", reinstall_flashinfer, "package", "flashinfer-python", ["reinstalled or rebuilt"]),
     ("file edited and left", edit_and_leave, "file", "scheduler.py", ["scheduler.py"]),
-    ("file edited and reverted", edit_and_revert, "file", "server_args.py", ["content identical"]),
     ("process grabs GPU memory", grab_gpu_memory, "gpu-process", "", ["gpu_burn", "GiB"]),
     ("nvidia-smi hangs", nvidia_smi_hangs, "probe", "gpu", ["timed out"]),
 ]
@@ -134,6 +133,35 @@ def test_first_line_names_the_cause(
         "1 change" if len(json.loads(out)["changes"]) == 1 else f"{len(json.loads(out)['changes'])} changes"
     )
     assert str(first["explanation"])[:40] in terminal.replace("\n", " ")
+
+
+def reinstall_torch_identically(h: Host) -> None:
+    # pip uninstall + install of the same wheel: new dist-info mtime, the same RECORD.
+    dist_info = next(site_packages(h.venv).glob("torch-*.dist-info"))
+    os.utime(dist_info, (1_900_000_000, 1_900_000_000))
+
+
+@pytest.mark.parametrize(
+    ("change", "category", "words"),
+    [(edit_and_revert, "file", "content identical"), (reinstall_torch_identically, "package", "identical files")],
+    ids=["file edited and reverted", "identical reinstall"],
+)
+def test_a_change_that_changes_nothing_is_context_not_drift(
+    host: Host, capsys: pytest.CaptureFixture[str], change: Callable[[Host], None], category: str, words: str
+) -> None:
+    change(host)
+    host.snapshot()
+    code, out = host.diff("--json", capsys=capsys)
+    document = json.loads(out)
+    assert code == 0  # not drift: nothing that runs changed
+    assert [(c["category"], c["drift"]) for c in document["changes"]] == [(category, False)]
+    assert words in document["changes"][0]["explanation"]
+    assert document["summary"]["total"] == 0 and document["summary"]["context"] == 1
+    code, terminal = host.diff(capsys=capsys)
+    assert code == 0 and terminal.startswith("no drift (1 context finding that changes nothing)")
+    assert "CONTEXT" in terminal and words in terminal  # still shown: someone touched it
+    code, markdown = host.diff("--markdown", capsys=capsys)
+    assert code == 0 and "| context |" in markdown
 
 
 def test_driver_update_is_critical_and_first(host: Host, capsys: pytest.CaptureFixture[str]) -> None:

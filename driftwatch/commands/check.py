@@ -98,7 +98,7 @@ def _check_locked(target: Target, config: Config, store: SnapshotStore, request:
 def _alert(outcome: CheckOutcome, store: SnapshotStore, request: CheckRequest) -> None:
     assert outcome.result is not None
     state = AlertState.for_host(store.root, outcome.host, request.baseline)
-    current = fingerprint(outcome.result.changes)
+    current = fingerprint(outcome.result.drift_changes)
     kind = state.decide(current)
     if kind is None or not request.notify:
         return

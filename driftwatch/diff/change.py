@@ -66,6 +66,14 @@ class Change:
     # package the user told us to watch.
     magnitude: float = 0.0
     focus: bool = False
+    # Context: a change that provably changes nothing that runs (a file touched with
+    # identical content, a reinstall with identical files, a branch renamed at the same
+    # commit). Shown as a clue; never drift: no exit 2, no alert, not counted in metrics.
+    context: bool = False
+
+    @property
+    def drift(self) -> bool:
+        return not self.context
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -75,6 +83,7 @@ class Change:
             "new": self.new,
             "severity": self.severity.value,
             "explanation": self.explanation,
+            "drift": self.drift,
         }
 
 
@@ -92,7 +101,16 @@ class DiffResult:
 
     @property
     def drift(self) -> bool:
-        return bool(self.changes)
+        """Whether anything changed that can change behaviour (context findings aside)."""
+        return any(change.drift for change in self.changes)
+
+    @property
+    def drift_changes(self) -> list[Change]:
+        return [change for change in self.changes if change.drift]
+
+    @property
+    def context_changes(self) -> list[Change]:
+        return [change for change in self.changes if change.context]
 
     def to_json(self) -> dict[str, Any]:
         return {"changes": [c.to_json() for c in self.changes], "summary": self.summary}

@@ -37,6 +37,7 @@ def describe_distribution(
     where: str,
 ) -> Change:
     focus = name in ctx.focus
+    context = False
     if old is None or new is None:
         base, severity, old_v, new_v, magnitude = _presence(name, old, new, focus, where)
     elif old.get("version") != new.get("version"):
@@ -44,6 +45,7 @@ def describe_distribution(
         old_v, new_v = old.get("version"), new.get("version")
     else:
         base, severity, old_v, new_v = _same_version(name, old, new, focus, where)
+        context = identical_reinstall(old, new)
         magnitude = 0.5
     # Hints say why a change matters, so only for changes that can matter.
     hint = (
@@ -53,7 +55,15 @@ def describe_distribution(
     if focus and (old is None or new is None or old.get("version") != new.get("version")):
         reasons += pins.problems(name)
     text = base + (": " + "; ".join(reasons) if reasons else "")
-    return Change("package", name, old_v, new_v, severity, text, magnitude=magnitude, focus=focus)
+    return Change("package", name, old_v, new_v, severity, text, magnitude=magnitude, focus=focus, context=context)
+
+
+def identical_reinstall(old: Facts, new: Facts) -> bool:
+    """Only the install time moved and RECORD (every file's hash) is the same: the files on
+    disk are the ones of the baseline, whatever happened in between (a reinstall, an
+    upgrade and a downgrade back). Context, not drift."""
+    moved = {k for k in old.keys() | new.keys() if old.get(k) != new.get(k)}
+    return moved == {"installed_at"} and bool(old.get("record_sha256"))
 
 
 def _presence(

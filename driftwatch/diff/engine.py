@@ -78,13 +78,17 @@ def different_hosts(old: Snapshot, new: Snapshot) -> bool:
 def summarize(
     changes: list[Change], old: Snapshot, new: Snapshot, different: bool
 ) -> dict[str, Any]:
+    # Counts, the total and the most likely cause are about drift: context findings
+    # change nothing that runs, so they never count (nor alert, nor set the exit code).
+    drift = [change for change in changes if change.drift]
     counts = {s.value: 0 for s in Severity}
-    for change in changes:
+    for change in drift:
         counts[change.severity.value] += 1
     return {
-        "total": len(changes),
+        "total": len(drift),
         "counts": counts,
-        "most_likely_cause": changes[0].explanation if changes else None,
+        "context": len(changes) - len(drift),
+        "most_likely_cause": drift[0].explanation if drift else None,
         "old": _side(old),
         "new": _side(new),
         "different_hosts": different,

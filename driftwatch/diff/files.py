@@ -89,7 +89,7 @@ def _one_file(path: str, old: Facts | None, new: Facts | None) -> Change | None:
     if old.get("mtime") != new.get("mtime"):
         o, n = fmt.when(old.get("mtime")), fmt.when(new.get("mtime"))
         text = f"{path} edited and reverted, or touched — content identical (mtime {o} → {n})"
-        return Change("file", path, o, n, Severity.info, text)
+        return Change("file", path, o, n, Severity.info, text, context=True)
     if old.get("mode") != new.get("mode"):
         text = f"{path} mode {old.get('mode')} → {new.get('mode')}"
         return Change("file", path, old.get("mode"), new.get("mode"), Severity.low, text)

@@ -52,8 +52,9 @@ def _branch(key: str, old: Facts, new: Facts) -> Change | None:
         return None
     # Same HEAD on another branch changes nothing that runs; a moved HEAD is reported above.
     was, now = old.get("branch") or "(detached)", new.get("branch") or "(detached)"
-    text = f"{key} is on branch {now} (was {was})"
-    return Change("git", key, old.get("branch"), new.get("branch"), Severity.low, text)
+    same_commit = old.get("head") == new.get("head")
+    text = f"{key} is on branch {now} (was {was})" + (", same commit" if same_commit else "")
+    return Change("git", key, old.get("branch"), new.get("branch"), Severity.low, text, context=same_commit)
 
 
 def _worktree(key: str, old: Facts, new: Facts) -> Change | None:

@@ -21,10 +21,14 @@ SEVERITY_STYLE = {
 
 
 def headline(result: DiffResult) -> str:
-    """`7 changes; most likely cause: …` or `no drift`."""
+    """`7 changes; most likely cause: …` or `no drift` (with the context findings counted)."""
     summary = result.summary
-    if not result.changes:
-        return "no drift"
+    context = len(result.context_changes)
+    aside = ""
+    if context:
+        aside = " (1 context finding that changes nothing)" if context == 1 else f" ({context} context findings that change nothing)"
+    if not result.drift:
+        return "no drift" + aside
     noun = "change" if summary["total"] == 1 else "changes"
     return f"{summary['total']} {noun}; most likely cause: {summary['most_likely_cause']}"
 
@@ -39,19 +43,29 @@ def _side(side: dict[str, Any]) -> str:
     return f"{side['host']} {side['taken_at'][:19].replace('T', ' ')}{labels}"
 
 
-def by_severity(changes: list[Change]) -> list[tuple[Severity, list[Change]]]:
-    groups: dict[Severity, list[Change]] = {}
+CONTEXT_TITLE = "CONTEXT: changes nothing that runs"
+
+
+def groups(changes: list[Change]) -> list[tuple[str, str, list[Change]]]:
+    """(title, style, changes): drift by severity, most severe first, then the context."""
+    by_severity: dict[Severity, list[Change]] = {}
     for change in changes:
-        groups.setdefault(change.severity, []).append(change)
-    return sorted(groups.items(), key=lambda item: -item[0].rank)
+        if change.drift:
+            by_severity.setdefault(change.severity, []).append(change)
+    found = [
+        (severity.value.upper(), SEVERITY_STYLE[severity], members)
+        for severity, members in sorted(by_severity.items(), key=lambda item: -item[0].rank)
+    ]
+    context = [change for change in changes if change.context]
+    return found + ([(CONTEXT_TITLE, "dim", context)] if context else [])
 
 
 def print_terminal(console: Console, result: DiffResult) -> None:
     console.print(Text(clean(headline(result)), style="bold"))
     console.print(Text(clean(sides(result)), style="dim"))
-    for severity, changes in by_severity(result.changes):
+    for title, style, changes in groups(result.changes):
         console.print()
-        console.print(Text(f" {severity.value.upper()} ({len(changes)}) ", style=SEVERITY_STYLE[severity]))
+        console.print(Text(f" {title} ({len(changes)}) ", style=style))
         for change in changes:
             line = Text("  ")
             line.append(f"{change.category:<11} ", style="bold")
@@ -64,8 +78,9 @@ def render_markdown(result: DiffResult) -> str:
     if result.changes:
         lines += ["", "| severity | category | item | change |", "|---|---|---|---|"]
         for change in result.changes:
+            severity = change.severity.value if change.drift else "context"
             lines.append(
-                f"| {change.severity.value} | {change.category} | {md_cell(change.item)} | {md_cell(change.explanation)} |"
+                f"| {severity} | {change.category} | {md_cell(change.item)} | {md_cell(change.explanation)} |"
             )
     return "\n".join(lines) + "\n"
 

@@ -63,8 +63,10 @@ def test_summary() -> None:
     mixed(facts)
     result = diff_snapshots(make_snapshot(), make_snapshot(minutes=60, **facts))
     summary = result.summary
-    assert summary["total"] == len(result.changes) == 10
-    assert summary["counts"] == {"critical": 2, "high": 4, "medium": 2, "low": 1, "info": 1}
+    # The touched file (identical content) is context: shown, never counted as drift.
+    assert len(result.changes) == 10 and summary["total"] == 9 and summary["context"] == 1
+    assert summary["counts"] == {"critical": 2, "high": 4, "medium": 2, "low": 1, "info": 0}
+    assert [c.item for c in result.context_changes] == [f"{SRT}/server_args.py"]
     assert summary["most_likely_cause"].startswith("NVIDIA driver 590.48.01 → 595.71.05")
     assert (
         summary["old"]["taken_at"] == "2026-02-19T10:00:00+00:00"
@@ -80,6 +82,7 @@ def test_summary() -> None:
         "new",
         "severity",
         "explanation",
+        "drift",
     }
 
 
