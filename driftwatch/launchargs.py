@@ -41,6 +41,10 @@ _ALIASES: dict[str, dict[str, str]] = {
         "data_parallel_size": "dp_size",
         "expert_parallel_size": "ep_size",
         "ep": "ep_size",
+        # argparse accepts unique prefixes: `--tp 8` is `--tp-size 8` to SGLang.
+        "tp": "tp_size",
+        "pp": "pp_size",
+        "dp": "dp_size",
         "model": "model_path",
         "nccl_init_addr": "dist_init_addr",
         "speculative_draft_model": "speculative_draft_model_path",

@@ -84,12 +84,13 @@ def test_override_is_explained_first_with_the_kv_budget(server: Server, capsys: 
     top = changes[:3]
     [override] = [c for c in top if c["category"] == "launch-arg"]
     assert override["item"] == "mem_fraction_static" and override["severity"] == "critical"
-    assert (override["old"], override["new"]) == (0.88, "0.55")
+    assert (override["old"], override["new"]) == (0.88, 0.55)  # numbers on both sides
     why = override["explanation"]
     assert "set explicitly to 0.55; the good run auto-detected 0.88" in why
     # H100 80GB: 79.6 GiB total; 21.7 GB free after weights (the log).
     assert "21.7 − 79.6 × 0.12 = 12.1 GiB" in why and "21.7 − 79.6 × 0.45 = -14.1 GiB" in why
-    assert "negative" in why
+    assert "the KV budget would be -14.1 GiB: SGLang cannot start with this" in why
+    assert "the new log shows it failed: RuntimeError: Not enough memory" in why and "predicted" not in why
     assert any(c["category"] == "log" and "Not enough memory" in c["explanation"] and "(8×)" in c["explanation"] for c in top)
 
     assert main(["diff", "testhost@good", "testhost@latest"]) == 2

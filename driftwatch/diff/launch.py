@@ -10,6 +10,8 @@ the KV cache budget is computed the way SGLang sizes it:
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from driftwatch.diff import fmt
@@ -31,6 +33,15 @@ PARALLEL = frozenset({
 NOISE = frozenset({"random_seed", "api_key", "admin_api_key"})
 
 Source = str  # "explicit" (argv of the running server) or "log" (effective, maybe auto-detected)
+Setting = tuple[Any, Source]
+
+# Logged errors that show a server could not size its memory: the evidence that turns a
+# computed negative KV budget from a prediction into an observation.
+MEMORY_ERROR_KINDS = frozenset({
+    "not_enough_memory", "no_kv_memory", "kv_cache_too_small", "cuda_oom", "oom", "kv-budget", "kv_budget",
+})
+_INT = re.compile(r"-?\d+")
+_FLOAT = re.compile(r"-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 
 
 def _ok_facts(snapshot: Snapshot, probe: str) -> Facts:
@@ -38,26 +49,82 @@ def _ok_facts(snapshot: Snapshot, probe: str) -> Facts:
     return record.facts if record is not None and record.status is ProbeStatus.ok else {}
 
 
-def launch_settings(snapshot: Snapshot) -> dict[str, tuple[Any, Source]]:
+def _logs(snapshot: Snapshot) -> list[Facts]:
+    return [as_dict(log) for log in as_dict(_ok_facts(snapshot, "logs").get("logs")).values()]
+
+
+def _servers(snapshot: Snapshot) -> list[Facts]:
+    return [as_dict(server) for server in as_dict(_ok_facts(snapshot, "processes").get("servers")).values()]
+
+
+@dataclass
+class LaunchSide:
+    """One snapshot's launch settings, and what is unknown about them."""
+
+    logged: dict[str, Any] = field(default_factory=dict)  # effective args the server logged
+    explicit: dict[str, Any] = field(default_factory=dict)  # flags on the running server's argv
+    fields: set[str] = field(default_factory=set)  # every argument name its logs print
+    server_seen: bool = False  # a watched server was running
+    log_unknown: bool = False  # a watched log could not be read (or a logs probe failed)
+
+    @classmethod
+    def of(cls, snapshot: Snapshot) -> LaunchSide:
+        side = cls()
+        record = snapshot.probes.get("logs")
+        side.log_unknown = record is not None and record.status is not ProbeStatus.ok
+        for log in _logs(snapshot):
+            side.log_unknown |= bool(log.get("error"))
+            side.fields |= set(as_dict(log.get("server_args"))) | set(as_dict(log.get("key_args")))
+            side.logged.update(as_dict(log.get("key_args")))
+        for server in _servers(snapshot):
+            side.server_seen = True
+            side.explicit.update({key: typed(value) for key, value in as_dict(server.get("args")).items()})
+        return side
+
+    def settings(self, fields: set[str], *, logged: bool, explicit: bool) -> dict[str, Setting]:
+        """The log's effective values, overridden by argv; argv names mapped onto the
+        names the server logs (``--tp 8`` is ``tp_size=8``)."""
+        found: dict[str, Setting] = {}
+        if logged:
+            found.update({key: (value, "log") for key, value in self.logged.items()})
+        if explicit:
+            found.update({logged_name(key, fields): (value, "explicit") for key, value in self.explicit.items()})
+        return {key: value for key, value in found.items() if key not in NOISE}
+
+
+def launch_settings(snapshot: Snapshot) -> dict[str, Setting]:
     """Every setting we know for the server: the log's effective value, overridden by argv."""
-    settings: dict[str, tuple[Any, Source]] = {}
-    for log in as_dict(_ok_facts(snapshot, "logs").get("logs")).values():
-        for key, value in as_dict(as_dict(log).get("key_args")).items():
-            settings[key] = (value, "log")
-    for server in as_dict(_ok_facts(snapshot, "processes").get("servers")).values():
-        for key, value in as_dict(as_dict(server).get("args")).items():
-            settings[key] = (value, "explicit")
-    return {k: v for k, v in settings.items() if k not in NOISE}
+    side = LaunchSide.of(snapshot)
+    return side.settings(side.fields, logged=True, explicit=True)
+
+
+def logged_name(key: str, fields: set[str]) -> str:
+    """The logged field an argv flag sets: itself, or the one field it abbreviates (argparse
+    accepts any unique prefix: SGLang's ``--tp`` is ``--tp-size``, logged as ``tp_size``)."""
+    if key in fields or not fields:
+        return key
+    matches = [name for name in fields if name.startswith(key)]
+    return matches[0] if len(matches) == 1 else key
+
+
+def typed(value: Any) -> Any:
+    """argv words as the values they stand for: '8' is 8, '0.55' is 0.55, 'true' is True,
+    so a setting reads the same type from the command line as from the log."""
+    if isinstance(value, list):
+        return [typed(item) for item in value]
+    if not isinstance(value, str):
+        return value
+    if _INT.fullmatch(value):
+        return int(value)
+    if _FLOAT.fullmatch(value):
+        return float(value)
+    return {"true": True, "false": False}.get(value.lower(), value)
 
 
 def as_number(value: Any) -> float | None:
-    """argv values are strings: '0.55' is the number 0.55."""
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return None
-    return fmt.number(value)
+    """argv values may be strings: '0.55' is the number 0.55."""
+    number = typed(value)
+    return fmt.number(number)
 
 
 def same(a: Any, b: Any) -> bool:
@@ -80,7 +147,7 @@ def flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
-def describe(key: str, old: tuple[Any, Source] | None, new: tuple[Any, Source] | None) -> str:
+def describe(key: str, old: Setting | None, new: Setting | None) -> str:
     if new is None:
         assert old is not None
         return f"{flag(key)} {fmt.value(old[0])} is no longer set"
@@ -95,7 +162,14 @@ def describe(key: str, old: tuple[Any, Source] | None, new: tuple[Any, Source] |
 
 
 def diff_launch(old: Snapshot, new: Snapshot) -> list[Change]:
-    before, after = launch_settings(old), launch_settings(new)
+    a, b = LaunchSide.of(old), LaunchSide.of(new)
+    fields = a.fields | b.fields
+    # Compare only what both sides know: an unreadable log does not unset what it said,
+    # and a server that stopped has no argv to compare (the processes rules say it stopped).
+    logged = not (a.log_unknown or b.log_unknown)
+    explicit = a.server_seen and b.server_seen
+    before = a.settings(fields, logged=logged, explicit=explicit)
+    after = b.settings(fields, logged=logged, explicit=explicit)
     if not before or not after:
         return []  # no server known on one side: the processes rules say it started or stopped
     changes: list[Change] = []
@@ -123,17 +197,33 @@ def total_gib(snapshot: Snapshot) -> float | None:
 def avail_after_weights_gib(snapshot: Snapshot) -> float | None:
     """The tightest rank's free memory after loading weights, as the server logged it."""
     values = []
-    for log in as_dict(_ok_facts(snapshot, "logs").get("logs")).values():
-        for rank in as_dict(as_dict(log).get("memory")).values():
+    for log in _logs(snapshot):
+        for rank in as_dict(log.get("memory")).values():
             value = fmt.number(as_dict(rank).get("avail_mem_after_load_gb"))
             if value is not None:
                 values.append(value)
     return min(values) if values else None
 
 
+def memory_errors(snapshot: Snapshot) -> list[Facts]:
+    """The memory-sizing errors the snapshot's logs show, most frequent first."""
+    found = [
+        as_dict(error) for log in _logs(snapshot) for error in log.get("errors") or []
+        if as_dict(error).get("kind") in MEMORY_ERROR_KINDS
+    ]
+    return sorted(found, key=lambda error: -(fmt.number(error.get("count")) or 1))
+
+
+def reached_ready(snapshot: Snapshot) -> bool:
+    return any(log.get("ready") is True for log in _logs(snapshot))
+
+
 def kv_budget_sentence(old: Snapshot, new: Snapshot, f_old: float | None, f_new: float | None) -> str:
+    """SGLang's KV budget for both runs, computed from the logged numbers. Negative is a
+    prediction (the server cannot start with it) until the new log shows the error."""
     t_old, t_new = total_gib(old), total_gib(new)
     a_old, a_new = avail_after_weights_gib(old), avail_after_weights_gib(new)
+    assumed = a_new is None and a_old is not None
     a_old, a_new = a_old if a_old is not None else a_new, a_new if a_new is not None else a_old
     t_old, t_new = t_old if t_old is not None else t_new, t_new if t_new is not None else t_old
     if None in (f_old, f_new, a_old, a_new, t_old, t_new):
@@ -146,9 +236,18 @@ def kv_budget_sentence(old: Snapshot, new: Snapshot, f_old: float | None, f_new:
         f"{a_old:.1f} − {t_old:.1f} × {1 - f_old:.2f} = {b_old:.1f} GiB; now "
         f"{a_new:.1f} − {t_new:.1f} × {1 - f_new:.2f} = {b_new:.1f} GiB"
     )
-    if b_new < 0 <= b_old:
-        text += (
-            " — negative: no room for the KV cache, hence 'Not enough memory' on every rank. "
-            "A higher fraction gives the KV cache more room, not less"
-        )
-    return text
+    if assumed:
+        text += " (the new run logged no free memory after weights: the good run's is assumed)"
+    if b_new >= 0 or b_old < 0:
+        return text
+    text += f" — the KV budget would be {b_new:.1f} GiB: SGLang cannot start with this"
+    errors = memory_errors(new)
+    if errors:
+        count = fmt.number(errors[0].get("count")) or 1
+        times = f" ({count:.0f}×)" if count > 1 else ""
+        text += f"; the new log shows it failed: {fmt.value(errors[0].get('message')).rstrip('.')}{times}"
+    elif reached_ready(new):
+        text += "; yet the new log shows the server reached 'ready', so these numbers may be from another run"
+    else:
+        text += " (predicted: the new log shows no such error)"
+    return text + ". A higher fraction gives the KV cache more room, not less"
