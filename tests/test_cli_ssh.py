@@ -110,3 +110,19 @@ def test_one_unreachable_host_does_not_cost_the_others(remote: Path, capsys: pyt
     assert code == 1
     assert [("path" in e, "error" in e) for e in entries] == [(True, False), (False, True)]
     assert "127.0.0.1" in err
+
+
+def test_a_host_dropping_mid_snapshot_is_connection_lost_not_missing_facts(
+    remote: Path, sshd: Sshd, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sshd.fake_env(FAKE_NVIDIA_SMI_DROP="1")  # the first nvidia-smi call kills the session's sshd
+    code, [entry], err = snapshot_json(capsys, "testhost")
+    assert code in (1, 3)  # whatever finished before the drop may be stored
+    reasons = [entry.get("error") or ""]
+    if "snapshot" in entry:
+        gpu = entry["snapshot"]["probes"]["gpu"]
+        assert gpu["status"] == "error" and gpu["facts"] == {}
+        reasons.append(gpu["error"])
+    text = " ".join(reasons)
+    assert "lost" in text and "connection" in text, text
+    assert "query-gpu" not in text  # not "nvidia-smi produced no query-gpu output"

@@ -18,25 +18,33 @@ KEYS = frozenset({"nccl", "torch", "toolkit", "cudnn"})
 
 def diff_cuda(old: Facts, new: Facts, ctx: DiffContext) -> list[Change]:
     old_nccl, new_nccl = as_dict(old.get("nccl")), as_dict(new.get("nccl"))
+    # Wheels are gathered over the interpreters that could be read: with a different set
+    # on each side, a wheel of an unread interpreter would read as "absent".
+    wheels = unread(old) == unread(new)
     return [
-        *_versions(
+        *(_versions(
             "nccl",
             "NCCL",
             as_dict(old_nccl.get("distributions")),
             as_dict(new_nccl.get("distributions")),
             "collectives, their memory use and their bugs may differ",
-        ),
+        ) if wheels else []),
         *_system_nccl(as_dict(old_nccl.get("system")), as_dict(new_nccl.get("system"))),
         *_torch(as_dict(old.get("torch")), as_dict(new.get("torch"))),
         *_toolkit(as_dict(old.get("toolkit")), as_dict(new.get("toolkit"))),
-        *_versions(
+        *(_versions(
             "cuda",
             "cuDNN",
             as_dict(old.get("cudnn")),
             as_dict(new.get("cudnn")),
             "convolution and attention kernels may differ",
-        ),
+        ) if wheels else []),
     ]
+
+
+def unread(facts: Facts) -> frozenset[str]:
+    """Interpreters whose wheels could not be read in this snapshot."""
+    return frozenset(name for name, entry in as_dict(facts.get("torch")).items() if as_dict(entry).get("error"))
 
 
 def _versions(category: str, what: str, old: Facts, new: Facts, why: str) -> list[Change]:

@@ -43,7 +43,9 @@ def diff_gpu(old: Facts, new: Facts, ctx: DiffContext) -> list[Change]:
                 delta = new_held.get(str(new_uuid), 0.0) - old_held.get(str(old_uuid), 0.0)
             changes += _one_gpu(str(new_uuid), o, n, delta, ctx)
     changes += _processes(old, new, ctx)
-    if old.get("topology") != new.get("topology"):
+    # null: `topo -m` failed this time (unknown), not "no topology".
+    known = old.get("topology") is not None and new.get("topology") is not None
+    if known and old.get("topology") != new.get("topology"):
         text = "GPU topology (nvidia-smi topo -m) changed: NVLink/PCIe paths or CPU affinity differ"
         changes.append(
             Change(
@@ -69,13 +71,13 @@ def _driver(old: Facts, new: Facts) -> list[Change]:
     od, nd = old.get("driver_version"), new.get("driver_version")
     oc, nc = old.get("cuda_version"), new.get("cuda_version")
     if od != nd:
-        cuda = f", supports CUDA {oc} → {nc}" if oc != nc else ""
+        cuda = f", supports CUDA {oc} → {nc}" if oc != nc and oc is not None and nc is not None else ""
         text = (
             f"NVIDIA driver {od} → {nd}{cuda}: every CUDA process now runs on a different "
             "driver (upgraded, or a reboot picked up a new one)"
         )
         return [Change("driver", "driver", od, nd, Severity.critical, text, magnitude=3.0)]
-    if oc != nc:
+    if oc != nc and oc is not None and nc is not None:  # null: not read this time
         text = (
             f"the driver's supported CUDA version {oc} → {nc} with the same driver {nd}: "
             "a forward-compat package changed?"

@@ -29,13 +29,19 @@ def diff_processes(old: Facts, new: Facts, ctx: DiffContext) -> list[Change]:
         changes.append(Change("process", key, None, "running", Severity.medium, f"server {key} is running (not in the good run)"))
     for key in sorted(before.keys() & after.keys()):
         o, n = as_dict(before[key]), as_dict(after[key])
-        changes += _env(f"{key} env", as_dict(o.get("env")), as_dict(n.get("env")))
+        changes += _env(f"{key} env", o.get("env"), n.get("env"))
         changes += _libraries(key, o.get("libraries"), n.get("libraries"))
-    changes += _env("login shell env", as_dict(old.get("login_env")), as_dict(new.get("login_env")))
+    changes += _env("login shell env", old.get("login_env"), new.get("login_env"))
+    if new.get("login_env") is None and old.get("login_env") is not None:
+        text = f"the login shell's environment could not be read: {fmt.value(new.get('login_env_error'))}"
+        changes.append(Change("env", "(login shell)", None, new.get("login_env_error"), Severity.low, text))
     return changes
 
 
-def _env(where: str, old: Facts, new: Facts) -> list[Change]:
+def _env(where: str, old_env: Any, new_env: Any) -> list[Change]:
+    if not isinstance(old_env, dict) or not isinstance(new_env, dict):
+        return []  # null: unreadable on one side (e.g. /proc/PID/environ denied), not "unset"
+    old, new = old_env, new_env
     changes = []
     for name in sorted(old.keys() | new.keys()):
         o, n = old.get(name), new.get(name)
@@ -69,6 +75,11 @@ def diff_logs(old: Facts, new: Facts, ctx: DiffContext) -> list[Change]:
     for pattern in sorted(before.keys() & after.keys()):
         o, n = as_dict(before[pattern]), as_dict(after[pattern])
         where = str(n.get("path") or pattern)
+        if o.get("error") or n.get("error"):
+            # A log that could not be read (or found) says nothing about the server: one
+            # finding, never "NCCL → nothing" or errors gone.
+            changes += _log_unreadable(where, o.get("error"), n.get("error"))
+            continue
         changes += _errors(where, o.get("errors"), n.get("errors"))
         if o.get("ready") is True and n.get("ready") is False:
             changes.append(Change("log", where, True, False, Severity.high, f"the server in {where} no longer reaches 'ready'"))
@@ -77,6 +88,16 @@ def diff_logs(old: Facts, new: Facts, ctx: DiffContext) -> list[Change]:
             changes.append(Change("nccl", where, o.get("nccl_versions"), n.get("nccl_versions"), Severity.high,
                                   f"the server's NCCL {fmt.listing(o['nccl_versions'])} → {fmt.listing(n.get('nccl_versions') or [])}"))
     return changes
+
+
+def _log_unreadable(where: str, old_error: Any, new_error: Any) -> list[Change]:
+    if old_error == new_error:
+        return []
+    if new_error:
+        text = f"{where} could not be read: {fmt.value(new_error)}; its facts are not compared"
+        return [Change("log", where, None, new_error, Severity.low, text)]
+    text = f"{where} can be read again (was: {fmt.value(old_error)}); its facts are not compared this time"
+    return [Change("log", where, old_error, None, Severity.info, text)]
 
 
 def _errors(where: str, old: Any, new: Any) -> list[Change]:

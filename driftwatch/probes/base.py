@@ -74,12 +74,18 @@ class ProbeContext:
     def run(self, script: str, *, stdin: bytes | None = None) -> CommandResult:
         """Run ``script`` on the target within the probe's deadline.
 
-        Raises ProbeTimeout when the deadline passed, and ProbeError when the output passed
-        its size bound (facts parsed from a cut output would be wrong, not partial).
+        Raises ProbeTimeout when the deadline passed, and ProbeError when the command left
+        no exit status (connection lost) or its output passed the size bound (facts parsed
+        from a cut output would be wrong, not partial).
         """
         result = self.transport.run(script, timeout=self.timeout, stdin=stdin)
         if result.timed_out:
             raise ProbeTimeout(f"timed out after {self.timeout:g}s")
+        if result.exit_code is None:
+            # No exit status: the connection dropped, the agent died or the run was
+            # interrupted. Whatever it printed is cut short: not facts.
+            last = result.error_text.splitlines()[-1:]
+            raise ProbeError(f"no result from the target: {last[0] if last else 'the command ended without an exit status'}")
         if result.truncated:
             raise ProbeError(f"output truncated at the {DEFAULT_MAX_OUTPUT // 2**20} MiB bound: {_first_line(script)}")
         return result

@@ -4,7 +4,9 @@ One shell script gathers the system side (``ldconfig -p``, NCCL libraries in the
 directories, ``nvcc --version``, where ``/usr/local/cuda`` points); each configured
 interpreter's NCCL/cuDNN wheels and the text of its ``torch/version.py`` (never
 ``import torch``) come from the run of ``python_collect.py`` that the python probe shares.
-Everything absent is ``null``/missing, not an error.
+What the target really lacks is ``null``/missing; what could not be read is not: a failed
+shell script, or no interpreter readable at all, fails the probe (a failure is never
+"absent"), and an interpreter that could not be read is marked with its error.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from driftwatch.probes.base import Facts, ProbeContext, ProbeError
+from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeTimeout
 from driftwatch.probes.python import extract_report, interpreter_reports
 from driftwatch.transport import CommandResult
 
@@ -187,17 +189,29 @@ class CudaProbe:
         with ThreadPoolExecutor(max_workers=1) as pool:
             shell = pool.submit(ctx.run, SHELL_SCRIPT)
             outcomes = interpreter_reports(ctx)
-            sections = split_sections(shell.result().text)  # a shell timeout fails the probe
+            result = shell.result()  # a shell timeout fails the probe
+        if result.exit_code != 0:  # e.g. no `sh` builtins it needs: nothing it printed is a fact
+            last = result.error_text.splitlines()[-1:]
+            raise ProbeError(f"CUDA stack script failed: {last[0] if last else f'exit {result.exit_code}'}")
+        sections = split_sections(result.text)
 
         nccl: dict[str, str] = {}
         cudnn: dict[str, str] = {}
         torch: dict[str, Any] = {}
         # Configured order: the first interpreter that has a wheel names its version; the
         # python probe keeps every interpreter's own copy.
-        for interpreter, outcome in outcomes.items():
-            report = _interpreter_report(outcome)
+        reports = {interpreter: _interpreter_report(outcome) for interpreter, outcome in outcomes.items()}
+        if reports and all(isinstance(report, str) for report in reports.values()):
+            # No interpreter could be read: the wheels are unknown, not absent.
+            summary = "; ".join(f"{name}: {report}" for name, report in reports.items())
+            if all(isinstance(outcome, ProbeTimeout) for outcome in outcomes.values()):
+                raise ProbeTimeout(summary)
+            raise ProbeError(f"no interpreter could be read: {summary}")
+        for interpreter, report in reports.items():
             if isinstance(report, str):
                 # Unknown is not "no torch": say so instead of looking like an uninstall.
+                # The diff compares wheels only between snapshots that read the same
+                # interpreters (see driftwatch.diff.cuda).
                 torch[interpreter] = {"error": report}
                 continue
             for name, version in report["distributions"].items():

@@ -17,13 +17,24 @@ REPO_SCRIPT = r"""
 g() { git -c safe.directory='*' -c core.quotepath=off -C "$p" "$@"; }
 if ! top=$(g rev-parse --show-toplevel 2>&1); then echo "@@error $top" | head -n 1; exit 0; fi
 echo "@@path $top"
-echo "@@head $(g rev-parse HEAD 2>/dev/null)"
+echo "@@head $(g rev-parse -q --verify HEAD 2>/dev/null)"
 echo "@@branch $(g symbolic-ref --short -q HEAD)"
 echo "@@describe $(g describe --tags --always 2>/dev/null)"
 echo "@@subject $(g log -1 --format=%s 2>/dev/null)"
 echo "@@date $(g log -1 --format=%cI 2>/dev/null)"
-g status --porcelain=v1 --untracked-files=normal 2>/dev/null | sed 's/^/@@dirty /'
-echo "@@diff_sha256 $( (g diff HEAD --no-ext-diff --binary 2>/dev/null; g ls-files --others --exclude-standard 2>/dev/null) | sha256sum | cut -d' ' -f1)"
+# A status or diff that fails (a locked or damaged index, an unreadable file) says nothing
+# about the tree: an error, never "clean".
+if ! st=$(g status --porcelain=v1 --untracked-files=normal 2>&1); then
+  echo "@@error git status failed: $(printf '%s\n' "$st" | tail -n 1)"; exit 0
+fi
+[ -z "$st" ] || printf '%s\n' "$st" | sed 's/^/@@dirty /'
+base=HEAD
+g rev-parse -q --verify HEAD >/dev/null || base=$(g hash-object -t tree /dev/null)  # no commit yet
+t=$(mktemp) || exit 1
+d=$( { g diff "$base" --no-ext-diff --binary 2>/dev/null; echo $? >"$t"; g ls-files --others --exclude-standard 2>/dev/null; } | sha256sum)
+rc=$(cat "$t"); rm -f "$t"
+[ "$rc" = 0 ] || { echo "@@error git diff failed (exit $rc)"; exit 0; }
+echo "@@diff_sha256 ${d%% *}"
 """
 
 

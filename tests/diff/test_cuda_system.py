@@ -58,3 +58,16 @@ def test_system_nccl_without_a_version_counts_by_file_name() -> None:
 
     change = diff_after(edit).changes[0]
     assert (change.old, change.new) == ("2.21.5", "libnccl.so.2")
+
+
+def test_wheels_are_not_compared_when_an_interpreter_went_unread() -> None:
+    # The second interpreter could not be read this time: its wheels are unknown, so the
+    # merged NCCL/cuDNN wheel lists would falsely read "absent".
+    def edit(f: dict[str, Any]) -> None:
+        f["cuda"]["torch"]["/opt/other/bin/python3"] = {"error": "timed out after 10s"}
+        f["cuda"]["nccl"]["distributions"] = {}
+        f["cuda"]["cudnn"] = {}
+
+    changes = diff_after(edit).changes
+    assert not [c for c in changes if c.item in ("nvidia-nccl-cu12", "nvidia-cudnn-cu12")]
+    assert [(c.category, c.severity) for c in changes] == [("cuda", Severity.low)]  # "could not be read"

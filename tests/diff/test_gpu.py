@@ -152,3 +152,12 @@ def test_pcie_generation_drop_alone_is_a_lead_not_an_alarm() -> None:
     change = diff_after(lambda f: f["gpu"]["gpus"][GPU0].update(pcie_gen=1)).changes[0]
     assert (change.old, change.new, change.severity) == ("Gen5 x16", "Gen1 x16", Severity.medium)
     assert "idle" in change.explanation
+
+
+def test_an_unread_topology_or_cuda_version_is_not_a_change() -> None:
+    # `topo -m` or `nvidia-smi --version` failed this time: null is "unknown", not "gone".
+    def edit(f: dict) -> None:
+        f["gpu"]["topology"] = None
+        f["gpu"]["cuda_version"] = None
+
+    assert diff_after(edit).changes == []

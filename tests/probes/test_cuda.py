@@ -137,6 +137,25 @@ def test_missing_interpreter_is_marked_and_the_probe_succeeds(gpu_venv: Path, tm
     assert facts["nccl"]["distributions"] == {"nvidia-nccl-cu12": "2.27.3"}
 
 
+def slow_python(tmp_path: Path, real: Path, seconds: float) -> str:
+    """An interpreter that answers after ``seconds``: a hung NFS site-packages."""
+    wrapper = tmp_path / "slow-python3"
+    wrapper.write_text(f'#!/bin/sh\nsleep {seconds}\nexec "{real}" "$@"\n')
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+@pytest.mark.parametrize("why", ["missing", "slower than the deadline"])
+def test_no_readable_interpreter_fails_the_probe_never_absent_wheels(gpu_venv: Path, tmp_path: Path, why: str) -> None:
+    # Today's failure: status ok with NCCL and cuDNN "absent", which check then alerted as
+    # "NCCL 2.27.3 → absent". An unread interpreter is unknown, not empty.
+    python = str(tmp_path / "nope" / "python3") if why == "missing" else slow_python(tmp_path, gpu_venv, 5)
+    ctx = ProbeContext(transport=LocalTransport(), watch=WatchSettings(python=[python]), timeout=1)
+    record = run_probe(CudaProbe(), ctx)
+    assert record.status is (ProbeStatus.error if why == "missing" else ProbeStatus.timeout)
+    assert record.facts == {} and python in (record.error or "")
+
+
 def test_nvcc_absent_is_null(gpu_venv: Path, no_nvcc: Path) -> None:
     facts = collect(str(gpu_venv))
     assert facts["toolkit"]["nvcc"] is None

@@ -95,3 +95,22 @@ def test_no_repos_configured_is_skipped() -> None:
 
 def test_parse_repo_error_line() -> None:
     assert parse_repo("@@error fatal: not a git repository\n") == {"error": "fatal: not a git repository"}
+
+
+def test_a_failing_git_status_is_an_error_not_a_clean_tree(repo: Path) -> None:
+    # A damaged index makes `git status` fail: that says nothing about the tree.
+    (repo / "server_args.py").write_text("print('debug')\n")
+    (repo / ".git" / "index").write_bytes(b"DIRC garbage")
+    facts = collect(str(repo))[str(repo)]
+    assert facts["error"] and "git status failed" in facts["error"]
+    assert "dirty" not in facts and "head" not in facts
+
+
+def test_repo_without_a_commit_lists_its_files(tmp_path: Path) -> None:
+    path = tmp_path / "new"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    (path / "a.py").write_text("x = 1\n")
+    facts = collect(str(path))[str(path)]
+    assert facts["error"] is None and facts["head"] is None and facts["dirty"] == ["a.py"]
+    assert facts["diff_sha256"]
