@@ -128,7 +128,7 @@ def check(
     textfile: Annotated[Optional[str], typer.Option("--textfile", metavar="DIR", help="Write DIR/driftwatch_<host>.prom for node_exporter's textfile collector.")] = None,
     json_out: JsonOpt = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Markdown report.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing when there is no drift (cron mails only on drift).")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only alerts: a new or different drift, or its resolution (cron mails once per real change).")] = False,
     timeout: Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", help="Per-probe deadline in seconds.", min=0.1)] = None,
     parallel: Annotated[int, typer.Option("--parallel", metavar="N", help="Hosts checked at once.", min=1)] = 32,
     accept_new_host_key: Annotated[bool, typer.Option("--accept-new-host-key", help="Trust and save the key of a host not yet in known_hosts.")] = False,
@@ -151,9 +151,10 @@ def check(
         notify=notify or [],
         textfile=Path(textfile) if textfile else None,
         accept_new_host_key=accept_new_host_key,
+        quiet=quiet,
     )
     return run_check(
-        targets, request=request, json_out=json_out, markdown=markdown, quiet=quiet, parallel=parallel,
+        targets, request=request, json_out=json_out, markdown=markdown, parallel=parallel,
         config_path=config, store_path=store,
     )
 

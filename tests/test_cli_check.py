@@ -143,13 +143,50 @@ def test_downgrade_back_to_the_baseline_resolves_the_alert(
     assert "no drift" in out and "reinstalled with identical files" in out
 
 
-def test_quiet_prints_nothing_without_drift(gpu_host: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_quiet_prints_once_per_real_change(gpu_host: Path, capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
     assert check("--quiet") == 0
     assert capsys.readouterr().out == ""
     set_sgl_kernel(gpu_host, "0.3.17")
     assert check("--quiet") == 2
     assert "sgl-kernel" in capsys.readouterr().out
+    # The same drift five minutes later: still exit 2, but nothing for cron to mail.
+    assert check("--quiet") == 2
+    assert capsys.readouterr().out == ""
+    set_sgl_kernel(gpu_host, "0.3.18")  # a different drift is news again
+    assert check("--quiet") == 2 and "0.3.18" in capsys.readouterr().out
+    set_sgl_kernel(gpu_host, "baseline")  # and so is its resolution
+    assert check("--quiet") == 0 and "no drift" in capsys.readouterr().out
+    assert check("--quiet") == 0 and capsys.readouterr().out == ""
+
+
+def test_a_terminal_check_does_not_use_up_the_cron_alert(
+    gpu_host: Path, hook: Hook, capsys: pytest.CaptureFixture[str]
+) -> None:
+    set_sgl_kernel(gpu_host, "0.3.17")
+    assert check() == 2 and "sgl-kernel" in capsys.readouterr().out  # a person looking
+    assert check("--notify", hook.url) == 2 and len(hook.posts) == 1  # cron still alerts
+
+
+def test_one_bad_target_never_hides_the_others(
+    gpu_host: Path, tmp_path: Path, hook: Hook, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prom = tmp_path / "textfile"
+    set_sgl_kernel(gpu_host, "0.3.17")
+    bad = ["testhost:99999", "nosuchalias-" + "x" * 8]  # an invalid port; a name that does not resolve
+    code = main(["check", "testhost", *bad, "--notify", hook.url, "--textfile", str(prom)])
+    captured = capsys.readouterr()
+    assert code == 1  # the worst outcome
+    assert "sgl-kernel" in captured.out and len(hook.posts) == 1  # the good host's report and alert
+    assert "99999" in captured.err and "nosuchalias" in captured.err
+    up = {
+        s.labels["host"]: s.value
+        for path in prom.glob("*.prom")
+        for family in text_string_to_metric_families(path.read_text())
+        for s in family.samples
+        if s.name == "driftwatch_up"
+    }
+    assert up == {"testhost": 1, bad[0]: 0, bad[1]: 0}
 
 
 def test_failed_webhook_is_a_warning_without_the_secret(

@@ -126,3 +126,11 @@ def test_a_host_dropping_mid_snapshot_is_connection_lost_not_missing_facts(
     text = " ".join(reasons)
     assert "lost" in text and "connection" in text, text
     assert "query-gpu" not in text  # not "nvidia-smi produced no query-gpu output"
+
+
+def test_a_bad_target_is_its_own_error_line(remote: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, entries, err = snapshot_json(capsys, "testhost", "testhost:99999")
+    assert code == 1
+    good, bad = entries
+    assert good["exit_code"] == 0 and Path(good["path"]).exists()
+    assert bad["exit_code"] == 1 and "99999" in bad["error"] and "99999" in err

@@ -36,6 +36,7 @@ class CheckRequest:
     notify: list[str] = field(default_factory=list)
     textfile: Path | None = None
     accept_new_host_key: bool = False
+    quiet: bool = False  # cron: print only an alert (a new or different drift, or resolved)
 
 
 @dataclass
@@ -100,14 +101,19 @@ def _alert(outcome: CheckOutcome, store: SnapshotStore, request: CheckRequest) -
     state = AlertState.for_host(store.root, outcome.host, request.baseline)
     current = fingerprint(outcome.result.drift_changes)
     kind = state.decide(current)
-    if kind is None or not request.notify:
+    if kind is None:
         return
-    payload = alert_payload(outcome.host, request.baseline, kind, outcome.result)
-    failures = [w for w in (send(dest, payload) for dest in request.notify) if w]
-    outcome.warnings += failures
-    if len(failures) < len(request.notify):  # delivered somewhere: do not repeat it
-        state.remember(current)
-        outcome.alert = kind
+    if request.notify:
+        payload = alert_payload(outcome.host, request.baseline, kind, outcome.result)
+        failures = [w for w in (send(dest, payload) for dest in request.notify) if w]
+        outcome.warnings += failures
+        if len(failures) == len(request.notify):
+            return  # delivered nowhere: alert again next run
+    elif not request.quiet:
+        return  # a person at a terminal: the report is printed, no alert is used up
+    # Delivered somewhere, or printed by --quiet for cron to mail: do not repeat it.
+    state.remember(current)
+    outcome.alert = kind
 
 
 def alert_payload(host: str, baseline: str, kind: AlertKind, result: DiffResult) -> dict[str, Any]:
@@ -124,7 +130,7 @@ def _textfile(request: CheckRequest, host: str, snapshot: Any, result: DiffResul
 
 
 def run_check(
-    words: list[str], *, request: CheckRequest, json_out: bool, markdown: bool, quiet: bool, parallel: int,
+    words: list[str], *, request: CheckRequest, json_out: bool, markdown: bool, parallel: int,
     config_path: str | None, store_path: str | None,
 ) -> int:
     form = output_format(json_out, markdown)
@@ -136,7 +142,7 @@ def run_check(
     targets = resolve_targets(config, words)
     with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(targets))), thread_name_prefix="check") as pool:
         outcomes = list(pool.map(lambda t: check_host(t, config, store, request), targets))
-    _print(outcomes, form, quiet)
+    _print(outcomes, form, request.quiet)
     codes = {o.exit_code for o in outcomes}
     return EXIT_ERROR if EXIT_ERROR in codes else EXIT_DRIFT if EXIT_DRIFT in codes else EXIT_OK
 
@@ -150,7 +156,8 @@ def _print(outcomes: list[CheckOutcome], form: str, quiet: bool) -> None:
         print_json([_json(o) for o in outcomes])
         return
     for outcome in outcomes:
-        if outcome.result is None or (quiet and not outcome.result.drift):
+        # --quiet (cron): only a new or different drift, or its resolution, is news.
+        if outcome.result is None or (quiet and outcome.alert is None):
             continue
         if len(outcomes) > 1:
             sys.stdout.write(f"== {clean(outcome.host)} ==\n")

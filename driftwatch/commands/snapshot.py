@@ -12,7 +12,7 @@ from pathlib import Path
 from driftwatch.commands.common import host_message, load, print_json, stderr_console, stdout_console
 from driftwatch.config import Config, Target, resolve_targets
 from driftwatch.connect import open_transport
-from driftwatch.errors import StoreError, TransportError
+from driftwatch.errors import DriftwatchError, StoreError
 from driftwatch.model import ProbeStatus, Snapshot
 from driftwatch.store import SnapshotStore, StoredSnapshot
 
@@ -52,7 +52,9 @@ def take_snapshot(
     """Connect and collect; nothing is stored yet (the caller decides how)."""
     try:
         transport = open_transport(target, config, accept_new_host_key=accept_new_host_key)
-    except TransportError as exc:
+    except DriftwatchError as exc:
+        # A bad port, an unsupported ProxyCommand, an unknown host: this target's outcome,
+        # never an abort of the others' reports (their alerts may already be out).
         return HostOutcome(target, error=str(exc))
     from driftwatch.collect import collect_snapshot
     from driftwatch.probes.registry import DEFAULT_PROBES
