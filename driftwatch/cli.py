@@ -212,9 +212,15 @@ def prune(
 
 
 def main(argv: list[str] | None = None) -> int:
+    from driftwatch import interrupt
+
     command = typer.main.get_command(app)
     try:
-        result = command.main(args=argv, prog_name="driftwatch", standalone_mode=False)
+        with interrupt.handling_signals():
+            result = command.main(args=argv, prog_name="driftwatch", standalone_mode=False)
+    except interrupt.Interrupted as exc:
+        print("driftwatch: interrupted", file=sys.stderr)
+        return exc.exit_code
     except typer.Exit as exc:
         return exc.exit_code
     except typer.Abort:

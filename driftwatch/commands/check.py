@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from filelock import FileLock
 from filelock import Timeout as LockTimeout
 from rich.text import Text
 
+from driftwatch import interrupt
 from driftwatch.alerts import AlertKind, AlertState, fingerprint
 from driftwatch.commands.common import host_message, load, print_json, stderr_console
 from driftwatch.commands.diff import output_format, print_report
@@ -73,6 +73,7 @@ def _check_locked(target: Target, config: Config, store: SnapshotStore, request:
     if taken.snapshot is None:
         _textfile(request, target.name, None, None)
         return CheckOutcome(target.name, error=taken.error)
+    interrupt.check()  # stopped: nothing stored, nothing sent
     save_deduplicated(store, taken.snapshot, taken.previous)
     try:
         baseline = store.find_label(target.name, request.baseline)
@@ -104,6 +105,7 @@ def _alert(outcome: CheckOutcome, store: SnapshotStore, request: CheckRequest) -
     if kind is None:
         return
     if request.notify:
+        interrupt.check()
         payload = alert_payload(outcome.host, request.baseline, kind, outcome.result)
         failures = [w for w in (send(dest, payload) for dest in request.notify) if w]
         outcome.warnings += failures
@@ -140,8 +142,7 @@ def run_check(
             raise UserError(f"--notify: {problem}")
     config, store = load(config_path, store_path)
     targets = resolve_targets(config, words)
-    with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(targets))), thread_name_prefix="check") as pool:
-        outcomes = list(pool.map(lambda t: check_host(t, config, store, request), targets))
+    outcomes = interrupt.run_all(lambda t: check_host(t, config, store, request), targets, workers=parallel, name="check")
     _print(outcomes, form, request.quiet)
     codes = {o.exit_code for o in outcomes}
     return EXIT_ERROR if EXIT_ERROR in codes else EXIT_DRIFT if EXIT_DRIFT in codes else EXIT_OK

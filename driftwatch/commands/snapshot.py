@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from driftwatch import interrupt
 from driftwatch.commands.common import host_message, load, print_json, stderr_console, stdout_console
 from driftwatch.config import Config, Target, resolve_targets
 from driftwatch.connect import open_transport
@@ -62,6 +62,7 @@ def take_snapshot(
         from driftwatch.report import snapshots  # noqa: F401
 
     try:
+        interrupt.register(transport)
         try:
             previous = store.latest(target.name)
         except StoreError:
@@ -70,7 +71,9 @@ def take_snapshot(
             target, transport, DEFAULT_PROBES, timeout=timeout, previous=previous.snapshot if previous else None, labels=labels
         )
     finally:
+        interrupt.unregister(transport)
         transport.close()
+    interrupt.check()  # probes cut short by the stop are not a host's failure
     if all(r.status in (ProbeStatus.error, ProbeStatus.timeout) for r in snap.probes.values()):
         reasons = "; ".join(f"{n}: {r.error}" for n, r in snap.probes.items())
         return HostOutcome(target, error=f"nothing collected ({reasons})")
@@ -90,6 +93,7 @@ def snapshot_host(
         target, config, store, timeout=timeout, labels=labels, accept_new_host_key=accept_new_host_key
     )
     if outcome.snapshot is not None:
+        interrupt.check()  # a snapshot cut short by Ctrl-C is never stored
         outcome.path = store.save(outcome.snapshot)
     return outcome
 
@@ -103,17 +107,13 @@ def collect_many(
     At most ``parallel`` hosts are in flight, so a thousand hosts never mean a thousand
     connections or threads at once.
     """
-    workers = max(1, min(parallel, len(targets)))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="host") as pool, _progress(len(targets)) as done:
-        futures = [
-            pool.submit(
-                snapshot_host, t, config, store, timeout=timeout, labels=labels, accept_new_host_key=accept_new_host_key
-            )
-            for t in targets
-        ]
-        for future in as_completed(futures):
-            done(future.result())
-        return [f.result() for f in futures]
+    def one(target: Target) -> HostOutcome:
+        return snapshot_host(
+            target, config, store, timeout=timeout, labels=labels, accept_new_host_key=accept_new_host_key
+        )
+
+    with _progress(len(targets)) as done:
+        return interrupt.run_all(one, targets, workers=parallel, name="host", done=done)
 
 
 @contextmanager

@@ -1,0 +1,154 @@
+"""Ctrl-C and SIGTERM: stop within about a second, store and send nothing half-done.
+
+The first SIGINT (or systemd's SIGTERM) sets one process-wide flag, closes every open
+transport (their in-flight commands return at once and the targets kill what they were
+running), and raises :class:`Interrupted` in the main thread, which stops waiting for the
+host workers. Workers check the flag before each step that leaves a trace — connecting,
+storing a snapshot, notifying — so a host that is still running is abandoned, a queued
+host is never started, and nothing is stored or sent after the signal. A second signal
+exits at once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+class Closable(Protocol):
+    def close(self) -> None: ...
+
+
+class Interrupted(BaseException):
+    """The user (or the service manager) asked us to stop. A BaseException, like
+    KeyboardInterrupt, so that no ``except Exception`` turns it into a probe error."""
+
+    def __init__(self, signum: int = signal.SIGINT) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES.get(signal.Signals(self.signum), 130)
+
+
+_lock = threading.Lock()
+_stopped = threading.Event()
+_signum = signal.SIGINT
+_open: set[Closable] = set()
+
+
+def requested() -> bool:
+    return _stopped.is_set()
+
+
+def check() -> None:
+    """Raise Interrupted if a stop was requested: call before anything that leaves a trace."""
+    if _stopped.is_set():
+        raise Interrupted(_signum)
+
+
+def register(resource: Closable) -> None:
+    """Track an open transport so a stop can close it; closes it at once when stopping."""
+    with _lock:
+        if not _stopped.is_set():
+            _open.add(resource)
+            return
+    _close_quietly(resource)
+    check()
+
+
+def unregister(resource: Closable) -> None:
+    with _lock:
+        _open.discard(resource)
+
+
+def stop(signum: int = signal.SIGINT) -> None:
+    """Request the stop: set the flag and close every open transport (in the background:
+    a close may wait on a dead network, and the main thread must not)."""
+    global _signum
+    with _lock:
+        if _stopped.is_set():
+            return
+        _signum = signum
+        _stopped.set()
+        resources = list(_open)
+        _open.clear()
+    for resource in resources:
+        threading.Thread(target=_close_quietly, args=(resource,), daemon=True).start()
+
+
+def reset() -> None:
+    """Forget a previous stop (tests run many commands in one process)."""
+    global _signum
+    with _lock:
+        _stopped.clear()
+        _signum = signal.SIGINT
+        _open.clear()
+
+
+def _close_quietly(resource: Closable) -> None:
+    try:
+        resource.close()
+    except Exception:  # noqa: BLE001  # stopping: a failed close leaves nothing to report
+        pass
+
+
+def _handle(signum: int, frame: Any) -> None:
+    if _stopped.is_set():  # the second signal: the user means it
+        os._exit(EXIT_CODES.get(signal.Signals(signum), 130))
+    stop(signum)
+    raise Interrupted(signum)
+
+
+@contextmanager
+def handling_signals() -> Iterator[None]:
+    """Install the handlers for SIGINT and SIGTERM (main thread only), restore on exit."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    reset()
+    previous = {sig: signal.signal(sig, _handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def run_all(
+    func: Callable[[T], R], items: Iterable[T], *, workers: int, name: str, done: Callable[[R], None] | None = None
+) -> list[R]:
+    """``[func(item) for item in items]`` on at most ``workers`` threads, results in order.
+
+    On Interrupted the queued items are cancelled and the running ones abandoned: the
+    caller does not wait for them (their transports are being closed).
+    """
+    items = list(items)
+    pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(items))), thread_name_prefix=name)
+    try:
+        futures: list[Future[R]] = [pool.submit(_guarded, func, item) for item in items]
+        for future in as_completed(futures):
+            if done is not None:
+                done(future.result())
+        results = [future.result() for future in futures]
+    except BaseException:  # Interrupted above all: queued hosts never start
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    return results
+
+
+def _guarded(func: Callable[[T], R], item: T) -> R:
+    check()  # a queued host is never started after a stop
+    return func(item)
