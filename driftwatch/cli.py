@@ -10,15 +10,36 @@ from __future__ import annotations
 import atexit
 import os
 import sys
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
+from typer.core import TyperArgument, TyperCommand
 from typer.exceptions import TyperException
 
 from driftwatch import __version__
 from driftwatch.errors import DriftwatchError
 
 EXIT_OK, EXIT_ERROR, EXIT_DRIFT, EXIT_PARTIAL = 0, 1, 2, 3
+
+
+class Command(TyperCommand):
+    """Help that reads like a man page: ``TARGET...`` and ``[HOST...]`` in the usage line,
+    not typer's ``{TARGET}...`` / ``[[HOST]...]...``, and no ``<list[str]>`` type tags."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if isinstance(param, TyperArgument):
+                param.display_type_rich = lambda ctx: None  # type: ignore[method-assign]
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = ["[OPTIONS]"]
+        for param in self.get_params(ctx):
+            if isinstance(param, TyperArgument):
+                name = (param.metavar or str(param.name).upper()).strip("[]").rstrip(".")
+                name += "..." if param.nargs != 1 else ""
+                pieces.append(name if param.required else f"[{name}]")
+        return pieces
 
 app = typer.Typer(
     add_completion=False,
@@ -52,7 +73,7 @@ def _root(
     """
 
 
-@app.command()
+@app.command(cls=Command, short_help="Collect and store a snapshot of each target.")
 def snapshot(
     targets: Annotated[list[str], typer.Argument(metavar="TARGET", help="local, [user@]host[:port], an ssh alias, or a config host/group.", show_default=False)],
     label: Annotated[Optional[list[str]], typer.Option("--label", "-l", metavar="LABEL", help="Label the snapshot (repeatable), e.g. good.")] = None,
@@ -75,9 +96,9 @@ def snapshot(
     )
 
 
-@app.command("list")
+@app.command("list", cls=Command, short_help="List the snapshots in the store.")
 def list_(
-    host: Annotated[Optional[str], typer.Argument(metavar="[HOST]", help="Only this host's snapshots.")] = None,
+    host: Annotated[Optional[str], typer.Argument(metavar="HOST", help="Only this host's snapshots.", show_default=False)] = None,
     json_out: JsonOpt = False,
     config: ConfigOpt = None,
     store: StoreOpt = None,
@@ -88,7 +109,7 @@ def list_(
     return run_list(host, json_out=json_out, config_path=config, store_path=store)
 
 
-@app.command()
+@app.command(cls=Command, short_help="Show one snapshot, headline facts first.")
 def show(
     ref: Annotated[str, typer.Argument(metavar="REF", help="HOST@latest, HOST@LABEL, HOST@~N, HOST@<timestamp prefix> or a file.")],
     json_out: JsonOpt = False,
@@ -101,7 +122,7 @@ def show(
     return run_show(ref, json_out=json_out, config_path=config, store_path=store)
 
 
-@app.command()
+@app.command(cls=Command, short_help="Explain what changed between two snapshots.")
 def diff(
     old: Annotated[str, typer.Argument(metavar="OLD", help="REF of the good state, e.g. gpu01@good.")],
     new: Annotated[str, typer.Argument(metavar="NEW", help="REF of the state to explain, e.g. gpu01@latest.")],
@@ -120,7 +141,7 @@ def diff(
     return run_diff(old, new, json_out=json_out, markdown=markdown, include_volatile=all_, config_path=config, store_path=store)
 
 
-@app.command()
+@app.command(cls=Command, short_help="Snapshot now, diff against the baseline, alert.")
 def check(
     targets: Annotated[list[str], typer.Argument(metavar="TARGET", help="Hosts or groups to check.", show_default=False)],
     baseline: Annotated[str, typer.Option("--baseline", metavar="LABEL", help="Diff against the host's newest snapshot with this label.")] = "good",
@@ -159,7 +180,7 @@ def check(
     )
 
 
-@app.command()
+@app.command(cls=Command, short_help="Compare hosts that should be alike.")
 def fleet(
     targets: Annotated[list[str], typer.Argument(metavar="TARGET", help="Hosts or groups that should be alike.", show_default=False)],
     snapshot_now: Annotated[bool, typer.Option("--snapshot", help="Snapshot every host now (and store it) instead of comparing the latest stored snapshots.")] = False,
@@ -182,7 +203,7 @@ def fleet(
     return run_fleet(targets, request, config_path=config, store_path=store)
 
 
-@app.command()
+@app.command(cls=Command, short_help="Label a stored snapshot, e.g. as good.")
 def label(
     ref: Annotated[str, typer.Argument(metavar="REF", help="The snapshot, e.g. gpu01@latest.")],
     name: Annotated[str, typer.Argument(metavar="LABEL", help="The label, e.g. good.")],
@@ -196,9 +217,9 @@ def label(
     return run_label(ref, name, remove=remove, config_path=config, store_path=store)
 
 
-@app.command()
+@app.command(cls=Command, short_help="Delete old unlabelled snapshots.")
 def prune(
-    hosts: Annotated[Optional[list[str]], typer.Argument(metavar="[HOST]...", help="Hosts to prune (default: all).")] = None,
+    hosts: Annotated[Optional[list[str]], typer.Argument(metavar="HOST", help="Hosts to prune (default: all).", show_default=False)] = None,
     keep: Annotated[Optional[int], typer.Option("--keep", metavar="N", help="Keep the newest N snapshots per host.", min=1)] = None,
     keep_days: Annotated[Optional[float], typer.Option("--keep-days", metavar="D", help="Keep snapshots younger than D days.", min=0)] = None,
     json_out: JsonOpt = False,

@@ -128,3 +128,17 @@ def test_json_output_does_not_load_the_terminal_report(host: Path) -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stderr.strip().splitlines()[-1] == "0 []"
+
+
+def test_help_reads_like_a_man_page(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    top = capsys.readouterr().out
+    commands = top.split("Commands:", 1)[1]
+    assert "..." not in commands and "e.g.\n" not in commands  # whole sentences, never cut
+    for command in ("snapshot", "list", "show", "diff", "check", "fleet", "label", "prune"):
+        assert main([command, "--help"]) == 0
+        text = capsys.readouterr().out
+        assert "<list[str]>" not in text and "{" not in text.splitlines()[0], text
+        assert "[[" not in text and "]...]" not in text, text
+    assert main(["prune", "--help"]) == 0
+    assert capsys.readouterr().out.startswith("Usage: driftwatch prune [OPTIONS] [HOST...]")

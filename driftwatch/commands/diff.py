@@ -23,10 +23,14 @@ def output_format(json_out: bool, markdown: bool) -> str:
 def print_report(result: DiffResult, form: str) -> None:
     if result.summary.get("different_hosts"):
         old, new = result.summary["old"], result.summary["new"]
+        clone = (
+            " (one machine id under two hostnames: a cloned image? GPUs are matched by position)"
+            if result.summary.get("cloned_image") else ""
+        )
         stderr_console().print(
             Text(
                 f"warning: comparing two different hosts ({clean(old['hostname'] or old['host'])} and "
-                f"{clean(new['hostname'] or new['host'])}): identity facts differ by nature",
+                f"{clean(new['hostname'] or new['host'])}): identity facts differ by nature{clone}",
                 style="yellow",
             )
         )

@@ -70,6 +70,13 @@ class Change:
     # identical content, a reinstall with identical files, a branch renamed at the same
     # commit). Shown as a clue; never drift: no exit 2, no alert, not counted in metrics.
     context: bool = False
+    # How a report names the item when the item is an identity nobody reads (a GPU UUID):
+    # "GPU 0 (H200, 00000000:18:00.0)". The item stays the identity (JSON, fingerprints).
+    label: str = ""
+
+    @property
+    def shown_item(self) -> str:
+        return self.label or str(self.item)
 
     @property
     def drift(self) -> bool:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from driftwatch.diff.change import DiffOptions
+from driftwatch.model import ProbeStatus, Snapshot
 
 Facts = dict[str, Any]
 
@@ -39,3 +40,9 @@ class DiffContext:
 def as_dict(value: Any) -> Facts:
     """Facts from a foreign or broken snapshot may hold anything; treat non-dicts as empty."""
     return value if isinstance(value, dict) else {}
+
+
+def ok_facts(snapshot: Snapshot, probe: str) -> Facts:
+    """A probe's facts when it succeeded; {} when it failed or is absent (nothing to read)."""
+    record = snapshot.probes.get(probe)
+    return record.facts if record is not None and record.status is ProbeStatus.ok else {}

@@ -138,22 +138,12 @@ def _same_version(
             text = (
                 f"{head} reinstalled with identical files (RECORD unchanged{_installed(new, ', ')})"
             )
-            return (
-                text,
-                Severity.info,
-                fmt.when(old.get("installed_at")),
-                fmt.when(new.get("installed_at")),
-            )
+            return (text, Severity.info, *fmt.when_pair(old.get("installed_at"), new.get("installed_at")))
         text = (
             f"{head} reinstalled{_installed(new, ', ')}; "
             "no RECORD digest to tell whether its files changed"
         )
-        return (
-            text,
-            Severity.low,
-            fmt.when(old.get("installed_at")),
-            fmt.when(new.get("installed_at")),
-        )
+        return (text, Severity.low, *fmt.when_pair(old.get("installed_at"), new.get("installed_at")))
     fields = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
     text = f"{head} metadata changed: {', '.join(fields)}"
     return text, Severity.low, {k: old.get(k) for k in fields}, {k: new.get(k) for k in fields}

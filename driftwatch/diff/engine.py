@@ -7,6 +7,7 @@ from typing import Any
 
 from driftwatch.diff import cuda, files, git, gpu, packages, runtime, system
 from driftwatch.diff.change import Change, DiffOptions, DiffResult, Severity
+from driftwatch.diff.commits import fold_commits
 from driftwatch.diff.context import DiffContext, Facts
 from driftwatch.diff.generic import diff_generic
 from driftwatch.diff.launch import diff_launch
@@ -48,7 +49,8 @@ def diff_snapshots(
             changes += diff_facts(name, old_record.facts, new_record.facts, ctx)
     # Launch settings span two probes: the server's argv and the effective args it logged.
     changes += diff_launch(old, new)
-    ranked = rank_changes(changes)
+    # A moved commit is one finding that names the editable installs and files it moved.
+    ranked = rank_changes(fold_commits(changes, old, new))
     return DiffResult(changes=ranked, summary=summarize(ranked, old, new, different))
 
 
@@ -66,13 +68,26 @@ def diff_facts(probe: str, old: Facts, new: Facts, ctx: DiffContext) -> list[Cha
 
 
 def different_hosts(old: Snapshot, new: Snapshot) -> bool:
-    """Machine id when both snapshots have one, else the hostname, else the name used."""
+    """Two machines when their machine ids or their hostnames differ (a cloned image keeps
+    its machine id: the hostname tells the clones apart), else by the name used."""
+    known = False
     for key in ("machine_id", "hostname"):
         a, b = _system_fact(old, key), _system_fact(new, key)
         if a and b:
-            return bool(a != b)
+            known = True
+            if a != b:
+                return True
+    if known:
+        return False
     a_name, b_name = old.host.hostname or old.host.name, new.host.hostname or new.host.name
     return a_name != b_name
+
+
+def cloned_image(old: Snapshot, new: Snapshot) -> bool:
+    """One machine id under two hostnames: a cloned image, or a renamed host."""
+    a, b = _system_fact(old, "machine_id"), _system_fact(new, "machine_id")
+    ha, hb = _system_fact(old, "hostname"), _system_fact(new, "hostname")
+    return bool(a and a == b and ha and hb and ha != hb)
 
 
 def summarize(
@@ -92,6 +107,7 @@ def summarize(
         "old": _side(old),
         "new": _side(new),
         "different_hosts": different,
+        "cloned_image": cloned_image(old, new),
     }
 
 

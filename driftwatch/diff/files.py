@@ -87,7 +87,7 @@ def _one_file(path: str, old: Facts | None, new: Facts | None) -> Change | None:
             "file", path, o, n, Severity.medium if source else Severity.low, text, magnitude=1.0
         )
     if old.get("mtime") != new.get("mtime"):
-        o, n = fmt.when(old.get("mtime")), fmt.when(new.get("mtime"))
+        o, n = fmt.when_pair(old.get("mtime"), new.get("mtime"))
         text = f"{path} edited and reverted, or touched — content identical (mtime {o} → {n})"
         return Change("file", path, o, n, Severity.info, text, context=True)
     if old.get("mode") != new.get("mode"):
@@ -125,5 +125,5 @@ def _unhashed(path: str, old: Facts, new: Facts) -> Change | None:
         f"but it is not hashed: {fmt.value(new.get('error'))}"
     )
     return Change(
-        "file", path, fmt.when(old.get("mtime")), fmt.when(new.get("mtime")), Severity.low, text
+        "file", path, *fmt.when_pair(old.get("mtime"), new.get("mtime")), Severity.low, text
     )

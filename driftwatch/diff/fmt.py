@@ -18,6 +18,22 @@ def when(epoch: Any) -> str | None:
         return None
 
 
+def when_pair(old: Any, new: Any) -> tuple[str | None, str | None]:
+    """Two times for one sentence: to the second when the minute alone would read the same
+    (``11:03 → 11:03`` says nothing)."""
+    o, n = when(old), when(new)
+    if o is None or n is None or o != n:
+        return o, n
+    return _precise(old), _precise(new)
+
+
+def _precise(epoch: Any) -> str | None:
+    try:
+        return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, OSError, ValueError, TypeError):
+        return None
+
+
 def gib(mib: float) -> str:
     return f"{mib / 1024:.1f} GiB"
 
@@ -49,7 +65,10 @@ def number(v: Any) -> float | None:
 
 
 def plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+    """``1 host``, ``2 hosts``, ``2 compute processes``."""
+    if n == 1:
+        return f"{n} {word}"
+    return f"{n} {word}es" if word.endswith(("s", "x", "ch", "sh")) else f"{n} {word}s"
 
 
 def listing(items: list[str], limit: int = 3) -> str:

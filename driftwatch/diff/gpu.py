@@ -6,6 +6,7 @@ different card"; between two different hosts they are matched by index instead.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from driftwatch.diff.change import Change, Severity
@@ -43,6 +44,7 @@ def diff_gpu(old: Facts, new: Facts, ctx: DiffContext) -> list[Change]:
                 delta = new_held.get(str(new_uuid), 0.0) - old_held.get(str(old_uuid), 0.0)
             changes += _one_gpu(str(new_uuid), o, n, delta, ctx)
     changes += _processes(old, new, ctx)
+    changes = _labelled(changes, old_gpus, new_gpus)
     # null: `topo -m` failed this time (unknown), not "no topology".
     known = old.get("topology") is not None and new.get("topology") is not None
     if known and old.get("topology") != new.get("topology"):
@@ -53,6 +55,19 @@ def diff_gpu(old: Facts, new: Facts, ctx: DiffContext) -> list[Change]:
             )
         )
     return changes
+
+
+def _labelled(changes: list[Change], old_gpus: Facts, new_gpus: Facts) -> list[Change]:
+    """Name GPUs (and their processes, keyed ``UUID:pid``) as people do, for the reports."""
+    gpus = {**old_gpus, **new_gpus}
+    labelled = []
+    for change in changes:
+        uuid, _, pid = str(change.item).partition(":")
+        if uuid in gpus and not change.label:
+            label = gpu_label(as_dict(gpus[uuid]), uuid) + (f", pid {pid}" if pid else "")
+            change = replace(change, label=label)
+        labelled.append(change)
+    return labelled
 
 
 def _processes(old: Facts, new: Facts, ctx: DiffContext) -> list[Change]:

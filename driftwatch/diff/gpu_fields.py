@@ -29,16 +29,17 @@ def _setting(field: str, what: str, severity: Severity, why: str) -> FieldRule:
 
 
 def _counter(field: str, what: str, rising: Severity, why: str) -> FieldRule:
+    """A counter that should stay at zero; ``what`` names one count ("uncorrected ECC error")."""
     def rule(uuid: str, label: str, old: Facts, new: Facts) -> Change | None:
         o, n = fmt.number(old.get(field)), fmt.number(new.get(field))
         if o == n:
             return None
         if o is not None and n is not None and n > o:
-            text = f"{label} has {int(n - o)} new {what} ({int(o)} → {int(n)}): {why}"
+            text = f"{label} has {fmt.plural(int(n - o), 'new ' + what)} ({int(o)} → {int(n)}): {why}"
             return Change(
                 "gpu", uuid, old.get(field), new.get(field), rising, text, magnitude=n - o
             )
-        text = f"{label} {what} count {fmt.value(old.get(field))} → {fmt.value(new.get(field))}"
+        text = f"{label} {what}s count {fmt.value(old.get(field))} → {fmt.value(new.get(field))}"
         if o is not None and n is not None:  # counters fall only when a driver reload resets them
             text += " (counters reset: driver reload or reboot)"
         return Change("gpu", uuid, old.get(field), new.get(field), Severity.info, text)
@@ -80,13 +81,13 @@ def _lower(old: Any, new: Any) -> bool:
 FIELD_RULES: list[FieldRule] = [
     _counter(
         "ecc_uncorrected_volatile",
-        "uncorrected ECC errors",
+        "uncorrected ECC error",
         Severity.critical,
         "its memory is failing; drain this GPU and check for retired pages or row remapping",
     ),
     _counter(
         "ecc_corrected_volatile",
-        "corrected ECC errors",
+        "corrected ECC error",
         Severity.low,
         "memory errors the GPU fixed; a rising count can precede uncorrected ones",
     ),

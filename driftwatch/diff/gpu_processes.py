@@ -13,10 +13,13 @@ from driftwatch.diff.generic import changed_keys
 
 
 def gpu_label(gpu: Facts, uuid: str) -> str:
-    index, name = gpu.get("index"), gpu.get("name")
+    """``GPU 0 (H200, 00000000:18:00.0)``: how people and nvidia-smi name a GPU."""
+    index, name, bus = gpu.get("index"), gpu.get("name"), gpu.get("bus_id")
+    short = str(name).removeprefix("NVIDIA ") if name else None
+    details = ", ".join(str(part) for part in (short, bus) if part)
     if index is None:
-        return f"GPU {uuid}" + (f" ({name})" if name else "")
-    return f"GPU {index} ({name or uuid})"
+        return f"GPU {uuid}" + (f" ({details})" if details else "")
+    return f"GPU {index} ({details or uuid})"
 
 
 def held_mib(processes: Facts) -> dict[str, float]:

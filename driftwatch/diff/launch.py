@@ -16,7 +16,7 @@ from typing import Any
 
 from driftwatch.diff import fmt
 from driftwatch.diff.change import Change, Severity
-from driftwatch.diff.context import Facts, as_dict
+from driftwatch.diff.context import Facts, as_dict, ok_facts
 from driftwatch.model import ProbeStatus, Snapshot
 
 FRACTIONS = ("mem_fraction_static", "gpu_memory_utilization")
@@ -44,17 +44,12 @@ _INT = re.compile(r"-?\d+")
 _FLOAT = re.compile(r"-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 
 
-def _ok_facts(snapshot: Snapshot, probe: str) -> Facts:
-    record = snapshot.probes.get(probe)
-    return record.facts if record is not None and record.status is ProbeStatus.ok else {}
-
-
 def _logs(snapshot: Snapshot) -> list[Facts]:
-    return [as_dict(log) for log in as_dict(_ok_facts(snapshot, "logs").get("logs")).values()]
+    return [as_dict(log) for log in as_dict(ok_facts(snapshot, "logs").get("logs")).values()]
 
 
 def _servers(snapshot: Snapshot) -> list[Facts]:
-    return [as_dict(server) for server in as_dict(_ok_facts(snapshot, "processes").get("servers")).values()]
+    return [as_dict(server) for server in as_dict(ok_facts(snapshot, "processes").get("servers")).values()]
 
 
 @dataclass
@@ -188,7 +183,7 @@ def diff_launch(old: Snapshot, new: Snapshot) -> list[Change]:
 
 
 def total_gib(snapshot: Snapshot) -> float | None:
-    gpus = as_dict(_ok_facts(snapshot, "gpu").get("gpus")).values()
+    gpus = as_dict(ok_facts(snapshot, "gpu").get("gpus")).values()
     totals = [fmt.number(as_dict(g).get("memory_total_mib")) for g in gpus]
     known = [t for t in totals if t is not None]
     return min(known) / 1024 if known else None

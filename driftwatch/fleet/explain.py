@@ -40,7 +40,10 @@ def outlier_sentence(
 ) -> tuple[str, str]:
     """(explanation, detail): "gpu03: X 2.21.5 where the other 7 hosts have 2.27.3", and the
     same without the leading host names, for a headline that has named them already."""
-    others = f"where the other {fmt.plural(count, 'host')} {'has' if count == 1 else 'have'} {show(majority)}"
+    if majority is None:
+        others = f"where it is absent on the other {fmt.plural(count, 'host')}"
+    else:
+        others = f"where the other {fmt.plural(count, 'host')} {'has' if count == 1 else 'have'} {show(majority)}"
     groups = by_value(outliers)
     if len(groups) == 1:
         value, hosts = groups[0]

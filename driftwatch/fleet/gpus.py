@@ -80,10 +80,9 @@ def _holders(base: str, label: str, uuid: str, processes: dict[str, Any], view: 
     mine = [as_dict(p) for p in processes.values() if as_dict(p).get("gpu_uuid") == uuid]
     names = sorted(posixpath.basename(str(p.get("name") or "?")) for p in mine)
     held = sum(fmt.number(p.get("used_mib")) or 0.0 for p in mine)
-    noun = "process" if len(mine) == 1 else "processes"
-    value = f"{len(mine)} {noun}: {', '.join(names)}" if mine else "none"
+    value = f"{fmt.plural(len(mine), 'compute process')} ({', '.join(names)})" if mine else "no compute process"
     # Memory held while the others' GPUs are empty is the classic "not enough memory".
     severity = Severity.high if held >= view.memory_threshold_mib else Severity.low
     note = f"holding {fmt.gib(held)}" if mine else ""
-    return Fact("gpu", "gpu-process", label, f"compute processes on {label}", value, severity,
+    return Fact("gpu", "gpu-process", label, f"{label} runs", value, severity,
                 within=base, note=note)

@@ -80,7 +80,7 @@ def render_markdown(result: DiffResult) -> str:
         for change in result.changes:
             severity = change.severity.value if change.drift else "context"
             lines.append(
-                f"| {severity} | {change.category} | {md_cell(change.item)} | {md_cell(change.explanation)} |"
+                f"| {severity} | {change.category} | {md_cell(change.shown_item)} | {md_cell(change.explanation)} |"
             )
     return "\n".join(lines) + "\n"
 

@@ -46,3 +46,12 @@ def test_unhashed_file_says_so() -> None:
 
     change = diff_after(edit).changes[0]
     assert change.severity is Severity.low and "too large" in change.explanation
+
+
+def test_times_within_one_minute_are_shown_to_the_second() -> None:
+    # Baseline mtime is INSTALLED (10:00:00); touched 7 s later: "10:00 → 10:00" says nothing.
+    from tests.diff.builders import INSTALLED
+
+    change = diff_after(lambda f: f["files"]["files"][ARGS].update(mtime=INSTALLED + 7)).changes[0]
+    assert (change.old, change.new) == ("2026-02-19 10:00:00 UTC", "2026-02-19 10:00:07 UTC")
+    assert "10:00:00 UTC → 2026-02-19 10:00:07 UTC" in change.explanation

@@ -45,3 +45,37 @@ def test_same_dirty_files_new_digest_is_edited_again() -> None:
         in diff_snapshots(make_snapshot(**a), make_snapshot(**b)).changes[0].explanation
     )
     assert diff_snapshots(make_snapshot(**a), make_snapshot(**a)).changes == []
+
+
+def test_a_moved_commit_is_one_finding_naming_what_it_moved() -> None:
+    from tests.diff.builders import HEAD, SRT, baseline, dists, make_snapshot
+    from driftwatch.diff import diff_snapshots
+
+    new_head = "1a2b3c4" + "0" * 33
+
+    def editable(f: dict[str, Any], head: str) -> None:
+        dists(f)["sglang"].update(editable=True, direct_url="file:///root/sglang/python", source_commit=head)
+
+    old = baseline()
+    editable(old, HEAD)
+    new = baseline()
+    editable(new, new_head)
+    repo(new).update(head=new_head, subject="Bump sgl-kernel")
+    new["files"]["files"][f"{SRT}/server_args.py"].update(sha256="a" * 64, mtime=1.0)
+    new["files"]["files"][f"{SRT}/managers/scheduler.py"].update(sha256="b" * 64, mtime=1.0)
+    changes = diff_snapshots(make_snapshot(**old), make_snapshot(minutes=60, **new)).changes
+    [commit] = changes  # not three findings repeating the same HEAD
+    assert commit.category == "git" and (commit.old, commit.new) == ("9f1c2ab", "1a2b3c4")
+    assert "it moved the editable install sglang and 2 watched files" in commit.explanation
+    assert "python/sglang/srt/server_args.py" in commit.explanation
+
+
+def test_a_file_edited_on_a_dirty_tree_stays_its_own_finding() -> None:
+    from tests.diff.builders import SRT
+
+    def edit(f: dict[str, Any]) -> None:
+        repo(f).update(head="1a2b3c4" + "0" * 33, dirty=["python/sglang/srt/server_args.py"], diff_sha256="d1")
+        f["files"]["files"][f"{SRT}/server_args.py"].update(sha256="a" * 64)
+
+    items = sorted((c.category, c.item) for c in diff_after(edit).changes)
+    assert ("file", f"{SRT}/server_args.py") in items

@@ -30,7 +30,7 @@ def test_process_grabbing_22_gib_names_gpu_pid_size_and_free_left() -> None:
         Severity.high,
     )
     assert change.explanation == (
-        "pid 10291 (/root/tools/memhog) now holds 22.0 GiB on GPU 0 (NVIDIA H200), "
+        "pid 10291 (/root/tools/memhog) now holds 22.0 GiB on GPU 0 (H200, 00000000:83:00.0), "
         "leaving 118.4 GiB free of 140.4 GiB"
     )
 
@@ -41,7 +41,7 @@ def test_free_memory_drop_no_process_explains() -> None:
     ).changes
     assert [(c.category, c.item, c.severity) for c in changes] == [("gpu", GPU1, Severity.high)]
     assert (
-        "GPU 1 (NVIDIA H200) has 42.7 GiB less free memory (140.4 GiB → 97.7 GiB free)"
+        "GPU 1 (H200, 00000000:84:00.0) has 42.7 GiB less free memory (140.4 GiB → 97.7 GiB free)"
         in changes[0].explanation
     )
 
@@ -74,7 +74,7 @@ def test_driver_update_is_critical_and_first() -> None:
 def test_missing_gpu_is_critical_and_not_a_field_list() -> None:
     changes = diff_after(lambda f: f["gpu"]["gpus"].pop(GPU1)).changes
     assert [(c.category, c.item, c.severity) for c in changes] == [("gpu", GPU1, Severity.critical)]
-    assert "GPU 1 (NVIDIA H200)" in changes[0].explanation and "missing" in changes[0].explanation
+    assert "GPU 1 (H200, 00000000:84:00.0)" in changes[0].explanation and "missing" in changes[0].explanation
 
 
 def test_uncorrected_ecc_rise_is_critical_and_reset_is_info() -> None:
@@ -161,3 +161,33 @@ def test_an_unread_topology_or_cuda_version_is_not_a_change() -> None:
         f["gpu"]["cuda_version"] = None
 
     assert diff_after(edit).changes == []
+
+
+def test_one_new_ecc_error_reads_singular_and_markdown_names_the_gpu() -> None:
+    from driftwatch.report.diff import render_markdown
+
+    def edit(f: dict) -> None:
+        f["gpu"]["gpus"][GPU0]["ecc_uncorrected_volatile"] = 1
+        grab(f, GPU0, 22528)
+
+    result = diff_after(edit)
+    ecc = result.changes[0]
+    assert "GPU 0 (H200, 00000000:83:00.0) has 1 new uncorrected ECC error (0 → 1)" in ecc.explanation
+    markdown = render_markdown(result)
+    assert GPU0 not in markdown  # people read "GPU 0 (H200, bus)", not UUIDs
+    assert "| GPU 0 \\(H200, 00000000:83:00.0\\) |" in markdown
+    assert "| GPU 0 \\(H200, 00000000:83:00.0\\), pid 10291 |" in markdown
+
+
+def test_cloned_images_share_a_machine_id_but_are_different_hosts() -> None:
+    # Two hosts from one image: same /etc/machine-id, different hostnames and GPUs.
+    other = baseline()
+    other["system"].update(hostname="gpu02", boot_id="b-gpu02")  # machine_id stays m-gpu01
+    other["gpu"]["gpus"] = {
+        "GPU-aaaa": {**other["gpu"]["gpus"][GPU0]},
+        "GPU-bbbb": {**other["gpu"]["gpus"][GPU1]},
+    }
+    result = diff_snapshots(make_snapshot(), make_snapshot(host="gpu02", **other))
+    assert result.summary["different_hosts"] is True and result.summary["cloned_image"] is True
+    assert not [c for c in result.changes if "missing" in c.explanation]  # not "GPUs fell off the bus"
+    assert {c.severity for c in result.changes} == {Severity.info}

@@ -111,8 +111,19 @@ def test_a_host_whose_gpu_memory_is_held_stands_out() -> None:
 
     [finding] = fleet(3, {3: hog(4242, "/root/tools/memhog")}).findings
     assert finding.category == "gpu-process" and finding.severity is Severity.high
-    assert finding.outliers == (("gpu03", "1 process: memhog"),) and finding.majority == ("none", 2)
+    assert finding.outliers == (("gpu03", "1 compute process (memhog)"),)
+    assert finding.majority == ("no compute process", 2)
     assert "holding 20.0 GiB" in finding.explanation
+    assert finding.explanation.startswith("gpu03: GPU 0 runs 1 compute process (memhog)")
+    assert finding.explanation.endswith("where the other 2 hosts have no compute process")
+
+
+def test_a_value_the_majority_lacks_is_absent_on_the_others() -> None:
+    def extra(facts: Facts) -> None:
+        dists(facts)["vllm"] = dict(dists(facts)["requests"], name="vllm", version="0.11.0")
+
+    [finding] = fleet(3, {2: extra}).findings
+    assert finding.explanation == "gpu02: vllm 0.11.0 where it is absent on the other 2 hosts"
 
 
 def test_a_missing_package_is_one_finding() -> None:
