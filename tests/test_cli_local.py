@@ -71,7 +71,8 @@ def test_list_show_and_refs(host: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert [r["labels"] for r in rows] == [["good"], []]
     assert main(["show", "local@good"]) == 0
     out = capsys.readouterr().out
-    assert "driver 590.48.01" in out and "NVIDIA H200" in out
+    assert "NVIDIA driver  590.48.01 (supports CUDA" in out and "GPU 0 (H200, " in out
+    assert "sgl-kernel" in out and "0.3.16.post4" in out  # the focus packages, with versions
     assert main(["show", "local@~1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["labels"] == ["good"]
 

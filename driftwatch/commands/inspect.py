@@ -7,7 +7,7 @@ from pathlib import Path
 from driftwatch.commands.common import load, print_json, stdout_console
 from driftwatch.errors import StoreError, UserError
 from driftwatch.model import Snapshot
-from driftwatch.report.snapshots import print_list, print_show
+from driftwatch.report.snapshots import print_list
 from driftwatch.store import load_snapshot, resolve_ref
 
 
@@ -43,10 +43,12 @@ def _list_entry(host: str, path: Path, snapshot: Snapshot | None, error: str | N
 
 
 def run_show(ref: str, *, json_out: bool, config_path: str | None, store_path: str | None) -> int:
-    _, store = load(config_path, store_path)
+    config, store = load(config_path, store_path)
     found = resolve_ref(store, ref)
     if json_out:
         print_json(found.snapshot.model_dump(mode="json"))
     else:
-        print_show(stdout_console(), found.snapshot, found.path)
+        from driftwatch.report.show import print_show
+
+        print_show(stdout_console(), found.snapshot, found.path, focus=list(config.watch.focus))
     return 0

@@ -1,0 +1,225 @@
+"""`driftwatch show`: the page someone reads first — the headline facts of one snapshot.
+
+``sections`` is pure (snapshot in, titled rows of plain strings out) so tests read what a
+person sees; ``print_show`` lays the rows out in aligned columns. Every string from the
+host goes through ``clean`` at the edge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from driftwatch.diff import fmt
+from driftwatch.diff.context import as_dict, normalize_name
+from driftwatch.diff.gpu_processes import gpu_label
+from driftwatch.model import ProbeStatus, Snapshot
+from driftwatch.report.safe import clean
+from driftwatch.settings import DEFAULT_FOCUS
+
+# Launch settings worth a glance, in this order (SGLang and vLLM names).
+KEY_ARGS = (
+    "model_path", "model", "tp_size", "tensor_parallel_size", "pp_size", "pipeline_parallel_size", "dp_size",
+    "data_parallel_size", "ep_size", "mem_fraction_static", "gpu_memory_utilization", "max_total_tokens",
+    "max_model_len", "context_length", "kv_cache_dtype", "quantization", "port",
+)  # fmt: skip
+
+
+@dataclass
+class Section:
+    title: str
+    rows: list[list[str]] = field(default_factory=list)  # aligned columns
+    notes: list[str] = field(default_factory=list)  # free lines under the rows
+
+
+def sections(snapshot: Snapshot, focus: list[str] | None = None) -> list[Section]:
+    found = [
+        _problems(snapshot),
+        _platform(snapshot),
+        _python(snapshot, [normalize_name(n) for n in (focus or DEFAULT_FOCUS)]),
+        _gpus(snapshot),
+        _source(snapshot),
+        _servers(snapshot),
+        _logs(snapshot),
+    ]
+    return [section for section in found if section.rows or section.notes]
+
+
+def title_line(snapshot: Snapshot, path: Path) -> str:
+    host = snapshot.host
+    name = host.name if not host.hostname or host.hostname == host.name else f"{host.name} ({host.hostname})"
+    labels = ", ".join(snapshot.labels) or "none"
+    return (
+        f"{name} — taken {snapshot.taken_at:%Y-%m-%d %H:%M:%S} UTC in {snapshot.duration_s:.2f}s; "
+        f"labels: {labels}; {path}"
+    )
+
+
+def _facts(snapshot: Snapshot, probe: str) -> dict[str, Any]:
+    record = snapshot.probes.get(probe)
+    return record.facts if record is not None and record.status is ProbeStatus.ok else {}
+
+
+def _problems(snapshot: Snapshot) -> Section:
+    section = Section("Probes that failed")
+    for name, record in snapshot.probes.items():
+        if record.status in (ProbeStatus.error, ProbeStatus.timeout):
+            section.rows.append([name, record.status.value, record.error or ""])
+    return section
+
+
+def _platform(snapshot: Snapshot) -> Section:
+    system, gpu, cuda = _facts(snapshot, "system"), _facts(snapshot, "gpu"), _facts(snapshot, "cuda")
+    section = Section("Driver and CUDA")
+    if gpu:
+        section.rows.append(["NVIDIA driver", f"{gpu.get('driver_version')} (supports CUDA {gpu.get('cuda_version')})"])
+    toolkit = as_dict(cuda.get("toolkit"))
+    if toolkit.get("nvcc") or toolkit.get("cuda_link"):
+        link = f" (/usr/local/cuda → {toolkit['cuda_link']})" if toolkit.get("cuda_link") else ""
+        section.rows.append(["CUDA toolkit", f"nvcc {toolkit.get('nvcc') or 'not found'}{link}"])
+    system_nccl = as_dict(as_dict(cuda.get("nccl")).get("system"))
+    if system_nccl:
+        section.rows.append(["system NCCL", ", ".join(f"{v or '?'} ({p})" for p, v in sorted(system_nccl.items()))])
+    if system:
+        section.rows.append(["OS", f"{system.get('os_release')}, kernel {system.get('kernel')}"])
+    return section
+
+
+def _python(snapshot: Snapshot, focus: list[str]) -> Section:
+    section = Section("Python packages (focus)")
+    torch_builds = as_dict(_facts(snapshot, "cuda").get("torch"))
+    for key, entry in as_dict(_facts(snapshot, "python").get("interpreters")).items():
+        interp = as_dict(entry)
+        if interp.get("error"):
+            section.rows.append([key, f"could not be read: {interp['error']}", ""])
+            continue
+        section.rows.append([key, f"Python {interp.get('version')}", str(interp.get("prefix") or "")])
+        dists = as_dict(interp.get("distributions"))
+        wanted = [n for n in focus if n in dists] + sorted(n for n in dists if n.startswith("nvidia-nccl-") and n not in focus)
+        for name in wanted:
+            dist = as_dict(dists[name])
+            section.rows.append(["", f"  {name}", f"{dist.get('version')}{_origin(dist, name, torch_builds.get(key))}"])
+    return section
+
+
+def _origin(dist: dict[str, Any], name: str, torch: Any) -> str:
+    notes = []
+    if dist.get("editable"):
+        commit = fmt.short(dist.get("source_commit"))
+        notes.append(f"editable{' @ ' + commit if commit else ''}")
+    if name == "torch" and as_dict(torch).get("cuda"):
+        notes.append(f"built for CUDA {as_dict(torch)['cuda']}")
+    return f"  ({', '.join(notes)})" if notes else ""
+
+
+def _gpus(snapshot: Snapshot) -> Section:
+    facts = _facts(snapshot, "gpu")
+    gpus = sorted(as_dict(facts.get("gpus")).items(), key=lambda item: fmt.number(as_dict(item[1]).get("index")) or 0)
+    section = Section(f"GPUs ({len(gpus)})" if gpus else "GPUs")
+    if gpus:
+        section.rows.append(["GPU", "memory used / total", "ECC uncorr/corr", "PCIe now (max)", "persistence", "MIG"])
+    for uuid, entry in gpus:
+        g = as_dict(entry)
+        used, total = fmt.number(g.get("memory_used_mib")), fmt.number(g.get("memory_total_mib"))
+        memory = f"{fmt.gib(used)} / {fmt.gib(total)}" if used is not None and total is not None else "?"
+        ecc = f"{_dash(g.get('ecc_uncorrected_volatile'))}/{_dash(g.get('ecc_corrected_volatile'))}"
+        pcie = f"Gen{_dash(g.get('pcie_gen'))} x{_dash(g.get('pcie_width'))} (Gen{_dash(g.get('pcie_gen_max'))} x{_dash(g.get('pcie_width_max'))})"
+        section.rows.append([gpu_label(g, uuid), memory, ecc, pcie, _dash(g.get("persistence_mode")), _dash(g.get("mig_mode"))])
+    processes = facts.get("processes")
+    if processes is None and gpus:
+        section.notes.append("compute processes: could not be listed")
+    for proc in as_dict(processes).values():
+        p = as_dict(proc)
+        gpu = as_dict(as_dict(facts.get("gpus")).get(str(p.get("gpu_uuid"))))
+        held = fmt.number(p.get("used_mib"))
+        section.notes.append(
+            f"pid {p.get('pid')} {p.get('name') or '?'} holds {fmt.gib(held) if held is not None else '?'} "
+            f"on {gpu_label(gpu, str(p.get('gpu_uuid')))}"
+        )
+    return section
+
+
+def _dash(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def _source(snapshot: Snapshot) -> Section:
+    section = Section("Source trees")
+    for key, entry in as_dict(_facts(snapshot, "git").get("repos")).items():
+        repo = as_dict(entry)
+        if repo.get("error"):
+            section.rows.append([key, f"unreadable: {repo['error']}", ""])
+            continue
+        dirty = repo.get("dirty") or []
+        state = f"{fmt.plural(len(dirty), 'uncommitted file')}" if dirty else "clean"
+        where = f"{fmt.short(repo.get('head')) or '(no commit)'} on {repo.get('branch') or '(detached)'}"
+        section.rows.append([key, where, f"{repo.get('describe') or ''}  {state}".strip()])
+    return section
+
+
+def _servers(snapshot: Snapshot) -> Section:
+    facts = _facts(snapshot, "processes")
+    section = Section("Running servers")
+    if "processes" in snapshot.probes and facts and not as_dict(facts.get("servers")):
+        section.notes.append("no watched server is running")
+    for key, entry in as_dict(facts.get("servers")).items():
+        server = as_dict(entry)
+        args = as_dict(server.get("args"))
+        shown = [f"--{k.replace('_', '-')} {fmt.value(args[k])}" for k in KEY_ARGS if k in args and k not in ("model", "model_path")]
+        section.rows.append([key, str(server.get("model") or "?"), " ".join(shown)])
+    return section
+
+
+def _logs(snapshot: Snapshot) -> Section:
+    section = Section("Server logs (newest per pattern)")
+    for pattern, entry in as_dict(_facts(snapshot, "logs").get("logs")).items():
+        log = as_dict(entry)
+        if log.get("error"):
+            section.rows.append([pattern, f"unreadable: {log['error']}"])
+            continue
+        section.rows.append([str(log.get("path") or pattern), log_state(log)])
+    return section
+
+
+def log_state(log: dict[str, Any]) -> str:
+    """``sglang, model /m, TP 8: ready, KV 161,792 tokens`` or the errors it printed."""
+    args = as_dict(log.get("key_args"))
+    model = args.get("model_path") or args.get("model")
+    tp = args.get("tp_size") or args.get("tensor_parallel_size")
+    who = ", ".join(p for p in (str(log.get("kind") or "unknown server"), f"model {model}" if model else "",
+                                f"TP {tp}" if tp else "") if p)
+    errors = [as_dict(e) for e in log.get("errors") or []]
+    if errors:
+        worst = max(errors, key=lambda e: fmt.number(e.get("count")) or 1)
+        count = fmt.number(worst.get("count")) or 1
+        state = f"error: {worst.get('message')}" + (f" ({count:.0f}×)" if count > 1 else "")
+        if len(errors) > 1:
+            state += f" and {fmt.plural(len(errors) - 1, 'other error')}"
+    else:
+        state = "ready" if log.get("ready") else "not ready"
+    tokens = [fmt.number(as_dict(r).get("max_total_num_tokens") or as_dict(r).get("kv_cache_tokens"))
+              for r in as_dict(log.get("memory")).values()]
+    known = [t for t in tokens if t is not None]
+    kv = f", KV cache {min(known):,.0f} tokens" if known else ""
+    return f"{who}: {state}{kv}"
+
+
+def print_show(console: Console, snapshot: Snapshot, path: Path, focus: list[str] | None = None) -> None:
+    console.print(Text(clean(title_line(snapshot, path)), style="bold"))
+    for section in sections(snapshot, focus):
+        console.print()
+        console.print(Text(section.title, style="bold underline"))
+        if section.rows:
+            table = Table(box=None, show_header=False, pad_edge=False, padding=(0, 2, 0, 0))
+            for _ in range(max(len(row) for row in section.rows)):
+                table.add_column(overflow="fold")
+            for row in section.rows:
+                table.add_row(*(Text(clean(cell)) for cell in row))
+            console.print(table)
+        for note in section.notes:
+            console.print(Text("  " + clean(note)))
