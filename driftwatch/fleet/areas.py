@@ -11,7 +11,7 @@ from typing import Any
 
 from driftwatch.diff.change import Severity
 from driftwatch.diff.context import as_dict
-from driftwatch.fleet.flatten import (
+from driftwatch.fleet.facts import (
     IDENTITY_KEYS,
     Area,
     Fact,

@@ -17,13 +17,8 @@ from driftwatch.diff.change import Change, DiffOptions, Severity
 from driftwatch.diff.context import DiffContext
 from driftwatch.diff.rank import rank_changes
 from driftwatch.fleet import explain
-from driftwatch.fleet.flatten import (
-    Fact,
-    FactMap,
-    HostView,
-    flatten,
-    interpreter_labels,
-)
+from driftwatch.fleet.facts import Fact, FactMap, HostView
+from driftwatch.fleet.flatten import flatten, interpreter_labels
 from driftwatch.model import ProbeStatus, Snapshot
 
 

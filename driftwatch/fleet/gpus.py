@@ -13,7 +13,7 @@ from driftwatch.diff import fmt
 from driftwatch.diff.change import Severity
 from driftwatch.diff.context import as_dict
 from driftwatch.diff.gpu_fields import MEMORY_READINGS
-from driftwatch.fleet.flatten import IDENTITY_KEYS, Fact, FactMap, HostView, freeze
+from driftwatch.fleet.facts import IDENTITY_KEYS, Fact, FactMap, HostView, freeze
 
 # field → (severity, words); the diff's judgement of the same fields.
 FIELDS: dict[str, tuple[Severity, str]] = {

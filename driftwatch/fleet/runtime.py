@@ -11,7 +11,7 @@ from typing import Any
 from driftwatch.diff.change import Severity
 from driftwatch.diff.context import as_dict
 from driftwatch.diff.launch import flag, launch_settings, severity_of
-from driftwatch.fleet.flatten import Area, Fact, FactMap, HostView, freeze
+from driftwatch.fleet.facts import Area, Fact, FactMap, HostView, freeze
 from driftwatch.model import Snapshot
 
 SERVERS = "processes.servers"
