@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,29 +10,13 @@ from pathlib import Path
 import pytest
 
 from driftwatch.cli import main
-from tests.venvs import make_gpu_venv
-
-FAKES = Path(__file__).parent / "fakes"
-H200 = Path(__file__).parent / "fixtures" / "nvidia-smi" / "linux-x86_64__nvidia-h200__590.48.01.txt"
+from tests.localhost import local_host
 
 
 @pytest.fixture
 def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A working directory with a config watching a real venv, repo and files."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    shutil.copy(FAKES / "nvidia-smi", bin_dir / "nvidia-smi")
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_NVIDIA_SMI_CAPTURE", str(H200))
-    python = make_gpu_venv(tmp_path / "venv")
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "server_args.py").write_text("mem_fraction_static = None\n")
-    (tmp_path / "driftwatch.toml").write_text(
-        f'timeout = 30\n[watch]\npython = ["{python}"]\nfiles = ["{src}/**/*.py"]\n'
-    )
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
+    return local_host(tmp_path, monkeypatch)
 
 
 def test_snapshot_local_records_every_probe(host: Path, capsys: pytest.CaptureFixture[str]) -> None:
