@@ -1,23 +1,51 @@
 """Prometheus textfile for node_exporter's textfile collector, written atomically.
 
-``prometheus_client.write_to_textfile`` writes a temp file in the same folder and renames
-it, so node_exporter never reads half a file.
+The file is written to a temp file in the same folder and renamed, so node_exporter never
+reads half a file; it is 644 whatever the umask (node_exporter runs as another user). A
+temp file left by a killed run is removed by the next one.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
 from driftwatch.diff import DiffResult, Severity
+from driftwatch.errors import UserError
+from driftwatch.fileio import clean_stale_temps, make_dir, replace_file
 from driftwatch.model import ProbeStatus, Snapshot
 from driftwatch.store import host_dir_name
 
+PROM_MODE, DIR_MODE = 0o644, 0o755
+_TEMP_PREFIX = ".tmp-driftwatch_"  # the folder is shared with other exporters: clean only ours
+
+
+@dataclass(frozen=True)
+class StoreHealth:
+    """What the check saw of the snapshot store for one host."""
+
+    unreadable: int = 0  # unreadable snapshot files skipped
+    write_ok: bool = True  # False when writing to the store failed (full, read-only...)
+
+
+def check_textfile_folder(folder: Path) -> None:
+    """A one-line UserError now, before connecting, if ``folder`` cannot hold textfiles."""
+    if "\0" in str(folder):
+        raise UserError(f"--textfile {str(folder)!r}: the path contains a NUL character")
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"--textfile {folder}: is a file, not a folder")
+
+
+def textfile_path(folder: Path, host: str) -> Path:
+    return folder / f"driftwatch_{host_dir_name(host)}.prom"
+
 
 def write_textfile(
-    folder: Path, host: str, *, snapshot: Snapshot | None, result: DiffResult | None, now: float | None = None
+    folder: Path, host: str, *, snapshot: Snapshot | None, result: DiffResult | None,
+    store: StoreHealth | None = None, now: float | None = None,
 ) -> Path:
     registry = CollectorRegistry()
     up = Gauge("driftwatch_up", "1 if the host was reached and snapshotted, 0 if not.", ["host"], registry=registry)
@@ -29,8 +57,19 @@ def write_textfile(
         "driftwatch_last_check_timestamp_seconds", "When the check ran (Unix time).", ["host"], registry=registry
     )
     duration = Gauge("driftwatch_snapshot_duration_seconds", "How long the snapshot took.", ["host"], registry=registry)
+    store_errors = Gauge(
+        "driftwatch_store_errors", "Unreadable snapshot files of the host seen (and skipped) by the check.", ["host"],
+        registry=registry,
+    )
+    store_write_ok = Gauge(
+        "driftwatch_store_write_ok", "0 if writing to the snapshot store failed in the check, else 1.", ["host"],
+        registry=registry,
+    )
     up.labels(host).set(1 if snapshot is not None else 0)
     checked.labels(host).set(now if now is not None else time.time())
+    health = store or StoreHealth()
+    store_errors.labels(host).set(health.unreadable)
+    store_write_ok.labels(host).set(1 if health.write_ok else 0)
     if snapshot is not None:
         duration.labels(host).set(snapshot.duration_s)
         for name, record in snapshot.probes.items():
@@ -39,7 +78,8 @@ def write_textfile(
         counts = result.summary["counts"]
         for severity in Severity:
             changes.labels(host, severity.value).set(counts.get(severity.value, 0))
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"driftwatch_{host_dir_name(host)}.prom"
-    write_to_textfile(str(path), registry)
+    make_dir(folder, DIR_MODE)
+    clean_stale_temps(folder, prefix=_TEMP_PREFIX)
+    path = textfile_path(folder, host)
+    replace_file(path, generate_latest(registry), mode=PROM_MODE, prefix=_TEMP_PREFIX)
     return path
