@@ -1,6 +1,6 @@
 """Alert once per new drift: remember what was last alerted, per host and baseline.
 
-The state file ``<store>/<host>/.alert-<baseline>.json`` holds the fingerprint of the
+The state file ``<store>/<host folder>/.alert-<baseline>.json`` holds the fingerprint of the
 change set last alerted. A check alerts when the fingerprint changes (new or different
 drift) and sends one "resolved" when the host is back on its baseline; the same drift
 seen again stays quiet.
@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from enum import Enum
-from pathlib import Path
 
 from driftwatch.diff import Change
-from driftwatch.store import host_dir_name
+from driftwatch.store import SnapshotStore, host_dir_name
 
 
 class AlertKind(str, Enum):
@@ -35,17 +32,22 @@ def fingerprint(changes: list[Change]) -> str | None:
 
 @dataclass
 class AlertState:
-    path: Path
+    """The fingerprint last alerted for one host and baseline, kept in the host's store folder."""
+
+    store: SnapshotStore
+    host: str
+    name: str  # the state file's name in the host folder
 
     @classmethod
-    def for_host(cls, store_root: Path, host: str, baseline: str) -> AlertState:
-        return cls(store_root / host_dir_name(host) / f".alert-{host_dir_name(baseline)}.json")
+    def for_host(cls, store: SnapshotStore, host: str, baseline: str) -> AlertState:
+        return cls(store, host, f".alert-{host_dir_name(baseline)}.json")
 
     def last(self) -> str | None:
+        raw = self.store.read_state(self.host, self.name)
         try:
-            data = json.loads(self.path.read_text())
-        except (OSError, ValueError):
-            return None  # no state yet, or a damaged one: alert again rather than never
+            data = json.loads(raw) if raw is not None else None
+        except ValueError:
+            return None  # a damaged state: alert again rather than never
         value = data.get("fingerprint") if isinstance(data, dict) else None
         return value if isinstance(value, str) else None
 
@@ -57,8 +59,5 @@ class AlertState:
         return AlertKind.drift if current is not None else AlertKind.resolved
 
     def remember(self, current: str | None) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".tmp-", suffix=".part")
-        with os.fdopen(fd, "w") as handle:
-            json.dump({"fingerprint": current}, handle)
-        os.replace(tmp, self.path)
+        """Record what was alerted; StoreError if the store cannot take it (the alert may repeat)."""
+        self.store.write_state(self.host, self.name, json.dumps({"fingerprint": current}).encode())

@@ -2,7 +2,7 @@
 
     DriftwatchError           anything driftwatch reports as a one-line message and exit 1
     ├── UserError             bad input: unknown host, bad config, unknown REF, bad flag value
-    ├── StoreError            a snapshot file that is corrupt, foreign or of a newer schema
+    ├── StoreError            a snapshot file that is corrupt, foreign or newer; a store that cannot be written
     └── TransportError        the target could not be used at all
         ├── ConnectError      unreachable, refused, DNS, connect deadline passed
         ├── AuthError         authentication failed

@@ -9,44 +9,47 @@ old unlabelled snapshots by count or age; labelled snapshots are never deleted.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
 from driftwatch.diff import diff_snapshots
-from driftwatch.errors import StoreError
 from driftwatch.model import Snapshot, utcnow
-from driftwatch.store import SnapshotStore, StoredSnapshot, load_snapshot
+from driftwatch.store import SnapshotStore, StoredSnapshot
 
 
 def save_deduplicated(store: SnapshotStore, snapshot: Snapshot, previous: StoredSnapshot | None) -> Path:
     path = store.save(snapshot)
     if previous is not None and previous.path != path and not previous.snapshot.labels:
         if not diff_snapshots(previous.snapshot, snapshot).changes:
-            previous.path.unlink(missing_ok=True)
+            store.delete(previous.path)
     return path
 
 
-def prune(store: SnapshotStore, host: str, *, keep: int | None, keep_days: float | None) -> list[Path]:
+@dataclass
+class Pruned:
+    removed: list[Path]
+    unreadable: int  # files that could not be read: never kept, never deleted, only counted
+
+
+def prune(store: SnapshotStore, host: str, *, keep: int | None, keep_days: float | None) -> Pruned:
     """Delete unlabelled snapshots beyond the newest ``keep`` or older than ``keep_days``.
 
-    The newest snapshot is always kept; unreadable files are left alone (they are reported
-    by `list`, and deleting what we cannot read is not ours to decide).
+    Only readable snapshots count: the newest readable one and labelled ones are always
+    kept, and unreadable files neither take a "keep" place nor get deleted (deleting what
+    we cannot read is not ours to decide; the command reports them). Temp files left by
+    killed writers are cleaned on the way.
     """
-    paths = store.paths(host)
+    store.clean_temps(host)
     cutoff = utcnow() - timedelta(days=keep_days) if keep_days is not None else None
     removed: list[Path] = []
-    for position, path in enumerate(reversed(paths)):
-        if position == 0:
-            continue
-        try:
-            snap = load_snapshot(path)
-        except StoreError:
-            continue
-        if snap.labels:
+    for position, stored in enumerate(store.newest_first(host)):
+        snap = stored.snapshot
+        if position == 0 or snap.labels:
             continue
         too_many = keep is not None and position >= keep
         too_old = cutoff is not None and snap.taken_at < cutoff
         if too_many or too_old:
-            path.unlink(missing_ok=True)
-            removed.append(path)
-    return removed
+            store.delete(stored.path)
+            removed.append(stored.path)
+    return Pruned(removed, len(store.unreadable(host)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -139,12 +140,19 @@ def test_a_host_without_snapshots_is_an_error_naming_it(stored: Path, capsys: py
     assert code == 1 and out == "" and "gpu09" in err and "--snapshot" in err
 
 
-def test_an_unreadable_snapshot_is_an_error_naming_host_and_file(stored: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unreadable_snapshot_is_skipped_with_a_warning_naming_it(stored: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = stored.parent / "snapshots" / "gpu02"
     broken = folder / "99990101T000000.000000Z.json"
     broken.write_text("{not json")
-    code, _, err = fleet(capsys, stored, "rack")
-    assert code == 1 and "gpu02" in err and str(broken) in err and "Traceback" not in err
+    code, out, err = fleet(capsys, stored, "rack")
+    assert code == 2 and out.startswith("1 odd host out of 3: gpu03"), "gpu02's older snapshot is compared"
+    assert err.count(str(broken)) == 1 and "warning" in err and "Traceback" not in err
+    for name in os.listdir(folder):
+        if name != broken.name:
+            (folder / name).write_text("")
+    code, out, err = fleet(capsys, stored, "rack", "--json")
+    assert code == 1 and json.loads(out)["summary"]["hosts"] == ["gpu01", "gpu03"]
+    assert "gpu02: no readable snapshot (left out of the comparison)" in err
 
 
 def test_fewer_than_two_hosts_and_clashing_forms_are_errors(stored: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
+import string
 import threading
+import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from driftwatch.alerts import AlertState
 from driftwatch.errors import StoreError, UserError
-from driftwatch.store import SnapshotStore, host_dir_name, load_snapshot, resolve_ref
+from driftwatch.store import LAYOUT_MARK, SnapshotStore, host_dir_name, host_from_dir_name, load_snapshot, resolve_ref
+from driftwatch.textfile import write_textfile
 from tests.builders import snapshot
 
 
@@ -42,9 +49,49 @@ def test_concurrent_writers_never_lose_or_corrupt(store: SnapshotStore) -> None:
     assert all(load_snapshot(p).host.name == "gpu01" for p in paths)
 
 
-def test_host_names_become_safe_folder_names() -> None:
-    assert host_dir_name("root@10.1.230.174:2222") == "root_10.1.230.174_2222"
-    assert host_dir_name("../../etc") == "_.._etc"
+def test_host_folder_names_are_readable_and_never_shared(store: SnapshotStore) -> None:
+    assert host_dir_name("gpu01") == "gpu01"
+    assert host_dir_name("node-1.example.com") == "node-1.example.com"
+    assert host_dir_name("root@10.1.230.174:2222") == "root%4010.1.230.174%3A2222"
+    assert host_dir_name("../../etc") == "%2E.%2F..%2Fetc"
+    assert {host_dir_name(h) for h in (".", "..", ".hidden")} == {"%2E", "%2E.", "%2Ehidden"}
+    for host in ("a/b", "a_b", "a%2Fb", "root@10.0.0.1:22"):
+        store.save(snapshot(host))
+    assert store.hosts() == ["a%2Fb", "a/b", "a_b", "root@10.0.0.1:22"]
+    assert [load_snapshot(p).host.name for p in store.paths("a/b")] == ["a/b"]
+    assert [load_snapshot(p).host.name for p in store.paths("a_b")] == ["a_b"]
+
+
+@given(st.text(min_size=1, max_size=40))
+def test_host_folder_names_are_injective_safe_and_decode_back(host: str) -> None:
+    name = host_dir_name(host)
+    assert host_from_dir_name(name) == host
+    assert set(name) <= set(string.ascii_letters + string.digits + "._-%") and not name.startswith(".")
+
+
+def test_an_old_store_is_upgraded_once_to_the_new_names(tmp_path: Path) -> None:
+    # Written by driftwatch before folder names were encoded: `a/b` and `a_b` shared `a_b`.
+    root = tmp_path / "snapshots"
+    old = {
+        "root_10.0.0.1_22": [snapshot("root@10.0.0.1:22", labels=["good"]), snapshot("root@10.0.0.1:22", minutes=1)],
+        "a_b": [snapshot("a/b"), snapshot("a_b", minutes=1), snapshot("a/b", minutes=2)],
+    }
+    for folder, snaps in old.items():
+        (root / folder).mkdir(parents=True)
+        for snap in snaps:
+            (root / folder / f"{snap.taken_at:%Y%m%dT%H%M%S.%fZ}.json").write_text(snap.model_dump_json())
+    (root / "root_10.0.0.1_22" / ".alert-good.json").write_text('{"fingerprint": "abc"}')
+    (root / "a_b" / "20990101T000000.000000Z.json").write_text("{torn")
+
+    store = SnapshotStore(root)
+    assert store.hosts() == ["a/b", "a_b", "root@10.0.0.1:22"]
+    assert resolve_ref(store, "root@10.0.0.1:22@good").snapshot.labels == ["good"]
+    assert [s.snapshot.host.name for s in store.readable(store.paths("a/b"))] == ["a/b", "a/b"]
+    assert [s.snapshot.host.name for s in store.readable(store.paths("a_b"))] == ["a_b"]
+    assert AlertState.for_host(store, "root@10.0.0.1:22", "good").last() == "abc"
+    assert not list((root / "root_10.0.0.1_22").glob("*.json"))
+    assert (root / "a_b" / "20990101T000000.000000Z.json").exists(), "an unreadable file cannot be attributed: it stays"
+    assert (root / LAYOUT_MARK).is_file()
 
 
 def test_refs_latest_back_label_timestamp_and_file(store: SnapshotStore) -> None:
@@ -63,7 +110,7 @@ def test_unknown_label_lists_the_labels_that_exist(store: SnapshotStore) -> None
     store.save(snapshot(labels=["good"]))
     with pytest.raises(UserError, match=r"labels: good"):
         resolve_ref(store, "gpu01@bad")
-    with pytest.raises(UserError, match=r"only 1 snapshot"):
+    with pytest.raises(UserError, match=r"only 1 readable snapshot"):
         resolve_ref(store, "gpu01@~3")
     with pytest.raises(UserError, match=r"no snapshots of 'gpu99'"):
         resolve_ref(store, "gpu99@latest")
@@ -92,3 +139,51 @@ def test_rewrite_changes_labels_atomically(store: SnapshotStore) -> None:
     snap = load_snapshot(path)
     store.rewrite(path, snap.model_copy(update={"labels": ["good"]}))
     assert json.loads(path.read_text())["labels"] == ["good"]
+
+
+def test_state_and_textfile_names_use_the_same_encoding(store: SnapshotStore, tmp_path: Path) -> None:
+    for host in ("a/b", "a_b"):
+        AlertState.for_host(store, host, "good").remember(f"fp-{host}")
+        write_textfile(tmp_path / "prom", host, snapshot=None, result=None)
+    assert AlertState.for_host(store, "a/b", "good").last() == "fp-a/b"
+    assert AlertState.for_host(store, "a_b", "good").last() == "fp-a_b"
+    assert sorted(p.name for p in (tmp_path / "prom").iterdir()) == ["driftwatch_a%2Fb.prom", "driftwatch_a_b.prom"]
+
+
+def broken(store: SnapshotStore, host: str, stamp: str) -> Path:
+    path = store.host_dir(host) / f"{stamp}.json"
+    path.write_text('{"schema_version": 1, "truncat')
+    return path
+
+
+def test_refs_skip_unreadable_files_and_name_each_once(store: SnapshotStore) -> None:
+    good = store.save(snapshot(minutes=0, labels=["good"]))
+    middle = store.save(snapshot(minutes=1))
+    latest = store.save(snapshot(minutes=2))
+    newest_bad = broken(store, "gpu01", "20260219T100300.000000Z")
+    between_bad = broken(store, "gpu01", "20260219T100130.000000Z")
+    assert resolve_ref(store, "gpu01@latest").path == latest
+    assert resolve_ref(store, "gpu01@~1").path == middle
+    assert resolve_ref(store, "gpu01@good").path == good
+    assert resolve_ref(store, "gpu01@2026-02-19T10:01").path == middle
+    assert store.latest("gpu01").path == latest and store.find_label("gpu01", "good").path == good
+    warnings = store.take_warnings()
+    assert [str(newest_bad) in w for w in warnings] == [True, False]
+    assert str(between_bad) in warnings[1] and "skipped unreadable snapshot" in warnings[0]
+    assert store.take_warnings() == [] and len(store.unreadable("gpu01")) == 2
+    with pytest.raises(UserError, match="2 unreadable file"):
+        resolve_ref(store, "gpu01@2026-02-19T10:03")
+    with pytest.raises(StoreError, match="truncat|corrupt") as info:
+        resolve_ref(store, str(newest_bad))  # named explicitly: an error naming it
+    assert str(newest_bad) in str(info.value)
+
+
+def test_a_write_cleans_temp_files_of_killed_writers(store: SnapshotStore) -> None:
+    folder = store.host_dir("gpu01")
+    store.save(snapshot())
+    stale, fresh = folder / ".tmp-killed.part", folder / ".tmp-writing.part"
+    for path in (stale, fresh):
+        path.write_text("half a snapshot")
+    os.utime(stale, (time.time() - 120, time.time() - 120))
+    store.save(snapshot(minutes=1))
+    assert not stale.exists() and fresh.exists(), "only a temp file over a minute old is a dead writer's"

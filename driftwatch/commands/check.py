@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
 from filelock import Timeout as LockTimeout
 from rich.text import Text
 
@@ -15,16 +14,17 @@ from driftwatch import interrupt
 from driftwatch.alerts import AlertKind, AlertState, fingerprint
 from driftwatch.commands.common import host_message, load, print_json, stderr_console
 from driftwatch.commands.diff import output_format, print_report
-from driftwatch.commands.snapshot import take_snapshot
+from driftwatch.commands.snapshot import HostOutcome, take_snapshot
 from driftwatch.config import Config, Target, resolve_targets
 from driftwatch.diff import DiffOptions, DiffResult, diff_snapshots
 from driftwatch.errors import StoreError, UserError
+from driftwatch.model import Snapshot
 from driftwatch.notify import send, validate_destination
 from driftwatch.report.diff import headline
 from driftwatch.report.safe import clean
 from driftwatch.retention import save_deduplicated
-from driftwatch.store import SnapshotStore
-from driftwatch.textfile import write_textfile
+from driftwatch.store import SnapshotStore, validate_label
+from driftwatch.textfile import StoreHealth, check_textfile_folder, write_textfile
 
 EXIT_OK, EXIT_ERROR, EXIT_DRIFT = 0, 1, 2
 
@@ -46,6 +46,7 @@ class CheckOutcome:
     error: str | None = None
     alert: AlertKind | None = None
     warnings: list[str] = field(default_factory=list)
+    store_write_ok: bool = True  # False when a write to the snapshot store failed (full, read-only...)
 
     @property
     def exit_code(self) -> int:
@@ -56,50 +57,63 @@ class CheckOutcome:
 
 def check_host(target: Target, config: Config, store: SnapshotStore, request: CheckRequest) -> CheckOutcome:
     """One host, under its lock: overlapping cron runs take turns, and alert at most once."""
-    folder = store.host_dir(target.name)
-    folder.mkdir(parents=True, exist_ok=True)
     wait = 2 * (request.timeout + config.connect_timeout) + 60
     try:
-        with FileLock(str(folder / ".lock"), timeout=wait):
+        with store.lock(target.name, timeout=wait):
             return _check_locked(target, config, store, request)
     except LockTimeout:
         return CheckOutcome(target.name, error=f"another check of this host held its lock for over {wait:g}s")
+    except StoreError as exc:  # the lock could not even be created: the store failed under us
+        outcome = CheckOutcome(target.name, error=str(exc), store_write_ok=False)
+        _textfile(request, outcome, None, store)
+        return outcome
 
 
 def _check_locked(target: Target, config: Config, store: SnapshotStore, request: CheckRequest) -> CheckOutcome:
     taken = take_snapshot(
         target, config, store, timeout=request.timeout, labels=[], accept_new_host_key=request.accept_new_host_key
     )
+    outcome = _evaluate(target, config, store, request, taken)
+    outcome.warnings[:0] = store.unreadable(target.name)  # each skipped file, named
+    _textfile(request, outcome, taken.snapshot, store)
+    return outcome
+
+
+def _evaluate(
+    target: Target, config: Config, store: SnapshotStore, request: CheckRequest, taken: HostOutcome
+) -> CheckOutcome:
+    """Store the snapshot, diff it against the baseline and alert: a store that fails never hides a drift."""
     if taken.snapshot is None:
-        _textfile(request, target.name, None, None)
         return CheckOutcome(target.name, error=taken.error)
     interrupt.check()  # stopped: nothing stored, nothing sent
-    save_deduplicated(store, taken.snapshot, taken.previous)
+    not_stored = None
     try:
-        baseline = store.find_label(target.name, request.baseline)
-    except StoreError as exc:
-        _textfile(request, target.name, taken.snapshot, None)
-        return CheckOutcome(target.name, error=f"baseline unreadable: {exc}")
+        save_deduplicated(store, taken.snapshot, taken.previous)
+    except StoreError as exc:  # full or read-only: still diff, alert and report, then exit 1
+        not_stored = f"snapshot taken but not stored: {exc}"
+    baseline = store.find_label(target.name, request.baseline)  # unreadable files are skipped
     if baseline is None:
-        _textfile(request, target.name, taken.snapshot, None)
-        return CheckOutcome(
-            target.name,
-            error=(
+        skipped = len(store.unreadable(target.name))
+        if skipped:
+            error = f"no readable snapshot labelled {request.baseline!r} ({skipped} unreadable file(s) skipped)"
+        else:
+            error = (
                 f"no snapshot labelled {request.baseline!r} yet; if the host is good now, make this one the "
                 f"baseline: driftwatch label {target.name}@latest {request.baseline}"
-            ),
+            )
+        return CheckOutcome(
+            target.name, error=error, warnings=[not_stored] if not_stored else [], store_write_ok=not not_stored
         )
     options = DiffOptions(free_memory_threshold_mib=config.free_memory_threshold_mib, focus=list(target.watch.focus))
     result = diff_snapshots(baseline.snapshot, taken.snapshot, options=options)
-    outcome = CheckOutcome(target.name, result=result)
+    outcome = CheckOutcome(target.name, result=result, error=not_stored, store_write_ok=not not_stored)
     _alert(outcome, store, request)
-    _textfile(request, target.name, taken.snapshot, result)
     return outcome
 
 
 def _alert(outcome: CheckOutcome, store: SnapshotStore, request: CheckRequest) -> None:
     assert outcome.result is not None
-    state = AlertState.for_host(store.root, outcome.host, request.baseline)
+    state = AlertState.for_host(store, outcome.host, request.baseline)
     current = fingerprint(outcome.result.drift_changes)
     kind = state.decide(current)
     if kind is None:
@@ -114,8 +128,16 @@ def _alert(outcome: CheckOutcome, store: SnapshotStore, request: CheckRequest) -
     elif not request.quiet:
         return  # a person at a terminal: the report is printed, no alert is used up
     # Delivered somewhere, or printed by --quiet for cron to mail: do not repeat it.
-    state.remember(current)
     outcome.alert = kind
+    try:
+        state.remember(current)
+    except StoreError as exc:  # full or read-only: the alert went out, it may go out again
+        outcome.store_write_ok = False
+        problem = f"{exc}: the same alert may be sent again"
+        if outcome.error is None:
+            outcome.error = problem
+        else:
+            outcome.warnings.append(problem)
 
 
 def alert_payload(host: str, baseline: str, kind: AlertKind, result: DiffResult) -> dict[str, Any]:
@@ -126,9 +148,14 @@ def alert_payload(host: str, baseline: str, kind: AlertKind, result: DiffResult)
     return {"text": text, "host": host, "baseline": baseline, "status": kind.value, **result.to_json()}
 
 
-def _textfile(request: CheckRequest, host: str, snapshot: Any, result: DiffResult | None) -> None:
-    if request.textfile is not None:
-        write_textfile(request.textfile, host, snapshot=snapshot, result=result)
+def _textfile(request: CheckRequest, outcome: CheckOutcome, snapshot: Snapshot | None, store: SnapshotStore) -> None:
+    if request.textfile is None:
+        return
+    health = StoreHealth(unreadable=len(store.unreadable(outcome.host)), write_ok=outcome.store_write_ok)
+    try:
+        write_textfile(request.textfile, outcome.host, snapshot=snapshot, result=outcome.result, store=health)
+    except OSError as exc:  # its own folder, but maybe on the same full disk
+        outcome.warnings.append(f"could not write the textfile in {request.textfile}: {exc.strerror or exc}")
 
 
 def run_check(
@@ -140,8 +167,17 @@ def run_check(
         problem = validate_destination(dest)
         if problem:
             raise UserError(f"--notify: {problem}")
+    validate_label(request.baseline)
+    if request.textfile is not None:
+        check_textfile_folder(request.textfile)
     config, store = load(config_path, store_path)
     targets = resolve_targets(config, words)
+    try:
+        store.ensure_writable()  # before connecting; the error is one line, each host's .prom says so
+    except StoreError:
+        for target in targets:
+            _textfile(request, CheckOutcome(target.name, store_write_ok=False), None, store)
+        raise
     outcomes = interrupt.run_all(lambda t: check_host(t, config, store, request), targets, workers=parallel, name="check")
     _print(outcomes, form, request.quiet)
     codes = {o.exit_code for o in outcomes}

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_json
@@ -39,6 +40,23 @@ def print_json(document: Any) -> None:
     # pydantic-core's encoder: json.dumps with indent= falls back to the pure-Python
     # encoder, ~10x slower (24 ms for a snapshot watching 2,000 files).
     sys.stdout.write(to_json(document, indent=1, fallback=str).decode("utf-8") + "\n")
+
+
+@contextmanager
+def store_warnings(store: SnapshotStore) -> Iterator[None]:
+    """Print what the store skipped (unreadable files, each named once) when the block ends, even on an error."""
+    try:
+        yield
+    finally:
+        warnings = store.take_warnings()
+        if warnings:
+            from rich.text import Text
+
+            from driftwatch.report.safe import clean
+
+            err = stderr_console()
+            for warning in warnings:
+                err.print(Text(clean(f"driftwatch: warning: {warning}"), style="yellow"))
 
 
 def host_message(host: str, message: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from driftwatch.commands.common import emit, load, stderr_console
+from driftwatch.commands.common import emit, load, stderr_console, store_warnings
 from driftwatch.diff import DiffOptions, DiffResult, diff_snapshots
 from driftwatch.errors import UserError
 from driftwatch.report.diff import print_terminal, render_markdown
@@ -43,7 +43,8 @@ def run_diff(
 ) -> int:
     form = output_format(json_out, markdown)
     config, store = load(config_path, store_path)
-    old, new = resolve_ref(store, old_ref), resolve_ref(store, new_ref)
+    with store_warnings(store):
+        old, new = resolve_ref(store, old_ref), resolve_ref(store, new_ref)
     options = DiffOptions(
         include_volatile=include_volatile,
         free_memory_threshold_mib=config.free_memory_threshold_mib,

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from rich.console import Console
 from rich.text import Text
 
-from driftwatch.commands.common import emit, load, stderr_console
+from driftwatch.commands.common import emit, host_message, load, stderr_console, store_warnings
 from driftwatch.commands.diff import output_format
 from driftwatch.config import Config, Target, resolve_targets
 from driftwatch.diff import DiffOptions, Severity
-from driftwatch.errors import StoreError, UserError
+from driftwatch.errors import UserError
 from driftwatch.fleet import FleetResult, compare_fleet
 from driftwatch.model import Snapshot
 from driftwatch.report.diff import SEVERITY_STYLE, md_cell, md_text
@@ -38,7 +38,8 @@ def run_fleet(words: list[str], request: FleetRequest, *, config_path: str | Non
     if len(targets) < 2:
         names = ", ".join(clean(t.name) for t in targets)
         raise UserError(f"fleet compares two or more hosts; got {len(targets)} ({names}): name more hosts or a group")
-    snapshots = _fresh(targets, config, store, request) if request.fresh else _stored(targets, store)
+    with store_warnings(store):  # unreadable snapshot files skipped are named, each once
+        snapshots = _fresh(targets, config, store, request) if request.fresh else _stored(targets, store, request)
     options = DiffOptions(free_memory_threshold_mib=config.free_memory_threshold_mib, focus=list(config.watch.focus))
     result = compare_fleet(snapshots, options)
     result.summary["unreachable"] = [{"host": h, "error": e} for h, e in request.unreachable]
@@ -48,37 +49,49 @@ def run_fleet(words: list[str], request: FleetRequest, *, config_path: str | Non
     return EXIT_OK if result.agree else EXIT_OUTLIERS
 
 
-def _stored(targets: list[Target], store: SnapshotStore) -> dict[str, Snapshot]:
+def _stored(targets: list[Target], store: SnapshotStore, request: FleetRequest) -> dict[str, Snapshot]:
+    """Each host's newest readable snapshot (unreadable files are skipped and recorded by the store)."""
     snapshots: dict[str, Snapshot] = {}
     for target in targets:
-        try:
-            latest = store.latest(target.name)
-        except StoreError as exc:  # the message names the file
-            raise StoreError(f"{clean(target.name)}: latest snapshot unreadable: {exc}") from exc
-        if latest is None:
+        latest = store.latest(target.name)
+        if latest is not None:
+            snapshots[target.name] = latest.snapshot
+        elif store.paths(target.name):  # only unreadable files: left out, like an unreachable host
+            request.unreachable.append((target.name, "no readable snapshot"))
+        else:
             raise UserError(
                 f"{clean(target.name)}: no snapshot in {store.root}; take one "
                 f"(driftwatch snapshot {clean(target.name)}) or run fleet with --snapshot"
             )
-        snapshots[target.name] = latest.snapshot
+    _report_left_out(request)
+    if len(snapshots) < 2:
+        raise UserError(f"only {len(snapshots)} of {len(targets)} hosts have a readable snapshot: nothing to compare")
     return snapshots
+
+
+def _report_left_out(request: FleetRequest) -> None:
+    err = stderr_console()
+    for host, error in request.unreachable:
+        err.print(Text(f"driftwatch: {clean(host)}: {clean(error)} (left out of the comparison)", style="red"))
 
 
 def _fresh(targets: list[Target], config: Config, store: SnapshotStore, request: FleetRequest) -> dict[str, Snapshot]:
     # Imported here: only --snapshot needs SSH, and paramiko costs a quarter second.
     from driftwatch.commands.snapshot import collect_many
 
+    store.ensure_writable()  # before connecting: --snapshot stores what it collects
     outcomes = collect_many(
         targets, config, store, timeout=request.timeout or config.timeout, labels=[], parallel=request.parallel
     )
-    err = stderr_console()
     snapshots: dict[str, Snapshot] = {}
     for outcome in outcomes:
         if outcome.snapshot is None:
             request.unreachable.append((outcome.target.name, outcome.error or "no snapshot"))
-            err.print(Text(f"driftwatch: {clean(outcome.target.name)}: {clean(outcome.error)} (left out of the comparison)", style="red"))
-        else:
-            snapshots[outcome.target.name] = outcome.snapshot
+            continue
+        snapshots[outcome.target.name] = outcome.snapshot
+        if outcome.error:  # collected but not stored (store full...): still compared
+            stderr_console().print(Text(clean(host_message(outcome.target.name, outcome.error)), style="red"))
+    _report_left_out(request)
     if len(snapshots) < 2:
         raise UserError(f"only {len(snapshots)} of {len(targets)} hosts could be snapshotted: nothing to compare")
     return snapshots
@@ -87,7 +100,7 @@ def _fresh(targets: list[Target], config: Config, store: SnapshotStore, request:
 def _hosts_line(result: FleetResult) -> str:
     line = f"compared: {', '.join(result.summary['hosts'])}"
     missing = [u["host"] for u in result.summary.get("unreachable", [])]
-    return line + (f"; left out (unreachable): {', '.join(missing)}" if missing else "")
+    return line + (f"; left out: {', '.join(missing)}" if missing else "")
 
 
 def print_terminal(console: Console, result: FleetResult) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from driftwatch.commands.common import load, print_json, stdout_console
+from driftwatch.commands.common import load, print_json, stdout_console, store_warnings
 from driftwatch.errors import StoreError, UserError
 from driftwatch.model import Snapshot
 from driftwatch.report.snapshots import print_list
@@ -13,9 +13,10 @@ from driftwatch.store import load_snapshot, resolve_ref
 
 def run_list(host: str | None, *, json_out: bool, config_path: str | None, store_path: str | None) -> int:
     _, store = load(config_path, store_path)
-    hosts = [host] if host else store.hosts()
-    if host and not store.paths(host):
-        raise UserError(f"no snapshots of {host!r} in {store.root} (hosts: {', '.join(store.hosts()) or 'none'})")
+    with store_warnings(store):
+        hosts = [host] if host else store.hosts()
+        if host and not store.paths(host):
+            raise UserError(f"no snapshots of {host!r} in {store.root} (hosts: {', '.join(store.hosts()) or 'none'})")
     rows: list[tuple[str, Path, Snapshot | None, str | None]] = []
     for name in hosts:
         for path in store.paths(name):
@@ -44,7 +45,8 @@ def _list_entry(host: str, path: Path, snapshot: Snapshot | None, error: str | N
 
 def run_show(ref: str, *, json_out: bool, config_path: str | None, store_path: str | None) -> int:
     config, store = load(config_path, store_path)
-    found = resolve_ref(store, ref)
+    with store_warnings(store):
+        found = resolve_ref(store, ref)
     if json_out:
         print_json(found.snapshot.model_dump(mode="json"))
     else:

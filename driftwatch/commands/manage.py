@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from driftwatch.commands.common import load, print_json, stdout_console
+from driftwatch.commands.common import load, print_json, stdout_console, store_warnings
 from driftwatch.errors import UserError
 from driftwatch.report.safe import clean
 from driftwatch.retention import prune
-from driftwatch.store import resolve_ref
+from driftwatch.store import resolve_ref, validate_label
 
 
 def run_label(ref: str, label: str, *, remove: bool, config_path: str | None, store_path: str | None) -> int:
-    if not label.strip() or "@" in label or label in ("latest",) or label.startswith("~"):
-        raise UserError(f"bad label {label!r}: labels are names like good, baseline-0219 (no @, not latest or ~N)")
+    if not remove:  # a label from before the rules can still be removed
+        validate_label(label)
     _, store = load(config_path, store_path)
-    found = resolve_ref(store, ref)
+    with store_warnings(store):
+        found = resolve_ref(store, ref)
     labels = [x for x in found.snapshot.labels if x != label]
     if not remove:
         labels.append(label)
@@ -34,11 +35,15 @@ def run_prune(
     if keep is None and keep_days is None:
         raise UserError("say what to keep: --keep N (newest N per host) and/or --keep-days D")
     _, store = load(config_path, store_path)
-    removed = {host: prune(store, host, keep=keep, keep_days=keep_days) for host in (hosts or store.hosts())}
+    with store_warnings(store):  # each unreadable file is named on stderr
+        pruned = {host: prune(store, host, keep=keep, keep_days=keep_days) for host in (hosts or store.hosts())}
     if json_out:
-        print_json({host: [str(p) for p in paths] for host, paths in removed.items()})
+        print_json({host: [str(p) for p in result.removed] for host, result in pruned.items()})
     else:
         console = stdout_console()
-        for host, paths in removed.items():
-            console.print(Text(f"{clean(host)}: removed {len(paths)} unlabelled snapshot(s)"))
+        for host, result in pruned.items():
+            line = f"{clean(host)}: removed {len(result.removed)} unlabelled snapshot(s)"
+            if result.unreadable:
+                line += f"; left {result.unreadable} unreadable file(s) alone"
+            console.print(Text(line))
     return 0

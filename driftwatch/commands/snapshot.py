@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from driftwatch import interrupt
-from driftwatch.commands.common import host_message, load, print_json, stderr_console, stdout_console
+from driftwatch.commands.common import host_message, load, print_json, stderr_console, stdout_console, store_warnings
 from driftwatch.config import Config, Target, resolve_targets
 from driftwatch.connect import open_transport
 from driftwatch.errors import DriftwatchError, StoreError
 from driftwatch.model import ProbeStatus, Snapshot
-from driftwatch.store import SnapshotStore, StoredSnapshot
+from driftwatch.store import SnapshotStore, StoredSnapshot, validate_label
 
 # The probes, the collector and the report (rich) are imported only once the transport is
 # open: on SSH the target's command agent starts in the background meanwhile (the user's
@@ -35,7 +35,7 @@ class HostOutcome:
 
     @property
     def exit_code(self) -> int:
-        if self.snapshot is None:
+        if self.snapshot is None or self.error is not None:  # not collected, or collected but not stored
             return EXIT_ERROR
         return EXIT_OK if self.snapshot.complete else EXIT_PARTIAL
 
@@ -94,7 +94,10 @@ def snapshot_host(
     )
     if outcome.snapshot is not None:
         interrupt.check()  # a snapshot cut short by Ctrl-C is never stored
-        outcome.path = store.save(outcome.snapshot)
+        try:
+            outcome.path = store.save(outcome.snapshot)
+        except StoreError as exc:  # disk full, store made read-only meanwhile: this host's outcome
+            outcome.error = f"snapshot taken but not stored: {exc}"
     return outcome
 
 
@@ -138,12 +141,16 @@ def run_snapshot(
     words: list[str], *, labels: list[str], json_out: bool, timeout: float | None, parallel: int,
     accept_new_host_key: bool, config_path: str | None, store_path: str | None,
 ) -> int:
+    for label in labels:
+        validate_label(label)
     config, store = load(config_path, store_path)
     targets = resolve_targets(config, words)
-    outcomes = collect_many(
-        targets, config, store, timeout=timeout or config.timeout, labels=labels,
-        parallel=parallel, accept_new_host_key=accept_new_host_key,
-    )
+    store.ensure_writable()  # before connecting to any host
+    with store_warnings(store):
+        outcomes = collect_many(
+            targets, config, store, timeout=timeout or config.timeout, labels=labels,
+            parallel=parallel, accept_new_host_key=accept_new_host_key,
+        )
     failed = [o for o in outcomes if o.error]
     if failed:
         from rich.text import Text
@@ -176,9 +183,9 @@ def worst(codes: Iterable[int]) -> int:
 
 def _json_entry(outcome: HostOutcome) -> dict[str, object]:
     entry: dict[str, object] = {"host": outcome.target.name, "exit_code": outcome.exit_code}
-    if outcome.snapshot is None:
+    if outcome.error is not None:
         entry["error"] = outcome.error
-    else:
-        entry["path"] = str(outcome.path)
+    if outcome.snapshot is not None:
+        entry["path"] = str(outcome.path) if outcome.path else None
         entry["snapshot"] = outcome.snapshot.model_dump(mode="json")
     return entry
