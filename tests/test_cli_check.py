@@ -62,7 +62,8 @@ def gpu_host(sshd: Sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
     python = make_gpu_venv(venv)
     (tmp_path / "driftwatch.toml").write_text(
         f'timeout = 30\nconnect_timeout = 3\nssh_config = "{sshd.ssh_config_path}"\nknown_hosts = "{sshd.known_hosts_path}"\n'
-        f'[watch]\npython = ["{python}"]\n'
+        # No server patterns: stand-in servers other tests start on this machine are not ours.
+        f'[watch]\npython = ["{python}"]\nprocesses = []\n'
     )
     monkeypatch.chdir(tmp_path)
     assert main(["snapshot", "testhost", "--label", "good"]) == 0
