@@ -17,6 +17,8 @@ from typing import Any
 # A ServerArgs repr is ~10-20 KB; anything far longer is not one (e.g. a binary blob
 # that happens to follow the marker), and scanning it char by char would cost seconds.
 MAX_REPR_CHARS = 256 * 1024
+# ServerArgs has ~300 fields in 2026; a line with far more items is not an argument line.
+MAX_ITEMS = 2000
 
 _KWARG = re.compile(r"\s*([A-Za-z_]\w*)\s*=(.*)", re.DOTALL)
 _DICT_ITEM = re.compile(r"""\s*('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")\s*:(.*)""", re.DOTALL)
@@ -50,6 +52,8 @@ def scan_items(text: str) -> tuple[list[str], bool]:
         elif ch == "," and depth == 0:
             items.append(text[start:i])
             start = i + 1
+            if len(items) >= MAX_ITEMS:
+                return [item for item in items if item.strip()], False
         i += 1
     items.append(text[start:end])
     return [item for item in items if item.strip()], False
@@ -120,3 +124,35 @@ def parse_dict_items(text: str) -> tuple[dict[str, Any], bool]:
     """``'k': v, ...}`` (the text after ``{``) → (values, truncated)."""
     items, closed = scan_items(text)
     return _collect(items, closed, _DICT_ITEM, literal_keys=True)
+
+
+# vLLM's engine line drops a comma at times: "chunked_prefill_enabled=False multi_step_stream_outputs=True".
+_GLUED_KWARG = re.compile(r"\s+(?=[A-Za-z_]\w{0,80}=)")
+_NESTED = ("'", '"', "(", "[", "{")
+MAX_LOOSE_VALUE = 1024
+
+
+def parse_loose_kwargs(text: str) -> dict[str, Any]:
+    """``k=v, k=v`` without brackets (vLLM's "Initializing … with config: model='…',
+    dtype=torch.bfloat16, max_seq_len=8192, …"): enum values as bare words, the line's end
+    is the config's end. A value longer than ``MAX_LOOSE_VALUE`` (a compilation config with
+    every capture size) is left out: it is not a setting anyone compares by eye."""
+    items, _ = scan_items(text.strip().removesuffix(")"))
+    result: dict[str, Any] = {}
+    for item in items:
+        match = _KWARG.match(item)
+        if not match:
+            continue
+        key, value = match.group(1), match.group(2).strip()
+        if len(result) >= MAX_ITEMS:
+            break
+        if not any(ch in value for ch in _NESTED) and "=" in value:
+            head, *rest = _GLUED_KWARG.split(value, maxsplit=MAX_ITEMS - len(result))
+            for extra in rest[: MAX_ITEMS - len(result)]:
+                more = _KWARG.match(extra)
+                if more and len(more.group(2)) <= MAX_LOOSE_VALUE:
+                    result[more.group(1)] = convert(more.group(2))
+            value = head
+        if len(value) <= MAX_LOOSE_VALUE:
+            result[key] = convert(value)
+    return result

@@ -1,8 +1,9 @@
-"""SGLang server logs, every era from 2024 to 2026: effective arguments, memory, errors.
+"""SGLang logs of every era from 2024 to 2026, servers and offline benches.
 
-Memory facts are per rank ("TP0", "DP0 TP3 EP3", "main" for the main process) because a
-rank that had less free memory than its peers is exactly what a regression looks like.
-Sizes are GB as SGLang prints them (it divides by 2**30 but writes "GB").
+Memory facts are per rank ("TP0", "DP0 TP3 EP3", "gpu_id=0" before September 2024, "main"
+for the main process or a line without a tag) because a rank that had less free memory
+than its peers is exactly what a regression looks like. Sizes are GB as SGLang prints them
+(it divides by 2**30 but writes "GB").
 """
 
 from __future__ import annotations
@@ -10,15 +11,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from driftwatch.logparse.common import (
-    COMMON_RULES,
-    SGL_PREFIX,
-    LogFacts,
-    Rule,
-    split_sglang,
-    to_float,
-    to_number,
-)
+from driftwatch.logparse.bench import BenchScanner
+from driftwatch.logparse.cmdline import is_command, take_command
+from driftwatch.logparse.common import SGL_RECORD, LogFacts, split_sglang, to_float, to_number
+from driftwatch.logparse.lines import clean_lines, parse_wrapped, split_records
 from driftwatch.logparse.pyrepr import parse_call_kwargs, parse_dict_items
 
 KEY_ARGS = (
@@ -28,26 +24,26 @@ KEY_ARGS = (
     "page_size", "disable_cuda_graph", "enable_dp_attention", "speculative_algorithm",
 )  # fmt: skip
 
-RULES: list[Rule] = [
-    # "enought" is the v0.1.x spelling; later eras append "Current value: ...=0.85".
-    ("not_enough_memory", ("--mem-fraction-static",),
-     re.compile(r"Not enought? memory\.?\s*Please (?:try to )?increase --mem-fraction-static")),
-    ("no_kv_memory", ("leave no GPU memory",), re.compile(r"Loaded weights leave no GPU memory for the KV cache")),
-]  # fmt: skip
-
 _ARGS = re.compile(r"server_args=(ServerArgs\(|\{)")
-# A repr broken over lines by a terminal or a paste ("log_requests=Fa" / "lse, ..."):
-# the next line carries more key=value items and is not a new log record.
-_CONTINUATION = re.compile(r"^(?!\[\d{4}-)\S.*(?:[A-Za-z_]\w*=|'\w+': )")
-_AVAIL = re.compile(r"avail mem=(-?\d+(?:\.\d+)?) ?GB")
-_USAGE = re.compile(r"mem usage=(-?\d+(?:\.\d+)?) ?GB")
-_SECONDS = re.compile(r"(?:elapsed=|Time elapsed: )(\d+(?:\.\d+)?) ?s")
+_RECORD_START = re.compile(r"^\[\d{4}-|^\[\d\d:\d\d:\d\d|^\[gpu_id=")
+_NUM = r"(-?\d+(?:\.\d+)?)"
+_AVAIL = re.compile(rf"avail(?:able)?[ _]mem(?:ory)?[=:] ?{_NUM} ?GB")
+_USAGE = re.compile(rf"mem usage={_NUM} ?GB")
+_SECONDS = re.compile(rf"(?:elapsed=|Time elapsed: ){_NUM} ?s")
 _TOKENS = re.compile(r"#tokens: (\d+)")
-_SIZE = re.compile(r"\b(K|V|KV) size: (\d+(?:\.\d+)?) ?GB")
-_STATE = re.compile(r"(?:conv_state|ssm_state) size: (\d+(?:\.\d+)?) ?GB")
-_SUMMARY = re.compile(r"(\w+)=(-?\d+(?:\.\d+)?)( ?GB)?")
-_REDUCE = re.compile(r"reduce --mem-fraction-static to (\d+(?:\.\d+)?)")
-_MEMORY_WORDS = ("avail mem", "mem usage", "Cache is allocated", "Capture", "max_total_num_tokens=", "reduce --mem-fraction")
+_SIZE = re.compile(rf"\b(K|V|KV) size: {_NUM} ?GB")
+_STATE = re.compile(rf"\b(conv_state|ssm_state) size: {_NUM} ?GB")
+_MAMBA_SLOTS = re.compile(r"max_mamba_cache_size: (\d+)")
+_SUMMARY = re.compile(rf"(\w{{1,60}})={_NUM}( ?GB)?")
+_REDUCE = re.compile(rf"reduce --mem-fraction-static to {_NUM}")
+_ARCH = re.compile(r"\btype=(\w{1,120})")
+_DTYPE = re.compile(r"\b(?:dtype=|dtype: )(torch\.\w{1,40}|\w{1,40})")
+_QUANT = re.compile(r"\bquant=(\w{1,40})")
+_UNDER = re.compile(rf"under --mem-fraction-static={_NUM}")
+_ABOVE = re.compile(rf"above {_NUM} \(minimum viable")
+_CURRENT = re.compile(rf"Current value: [\w.]*mem_fraction_static={_NUM}")
+_MEMORY_WORDS = ("avail mem", "mem usage", "Cache is allocated", "Capture", "max_total_num_tokens=",
+                 "reduce --mem-fraction", "available_gpu_mem")  # fmt: skip
 
 
 def _first(pattern: re.Pattern[str], text: str) -> float | None:
@@ -55,7 +51,7 @@ def _first(pattern: re.Pattern[str], text: str) -> float | None:
     return to_float(match.group(1)) if match else None
 
 
-def _record(facts: LogFacts, rank: str, values: dict[str, float | None]) -> None:
+def _record(facts: LogFacts, rank: str, values: dict[str, Any]) -> None:
     # A second "Load weight end" / "KV Cache is allocated" in the same run is the
     # speculative draft model's; it must not overwrite the target model's numbers.
     clean = {k: v for k, v in values.items() if v is not None}
@@ -78,37 +74,76 @@ def _graph(message: str) -> dict[str, float | None]:
     }
 
 
-def _memory_values(message: str) -> dict[str, float | None]:
+def _kv_cache(facts: LogFacts, message: str) -> dict[str, Any]:
+    sizes = {m.group(1): to_float(m.group(2)) for m in _SIZE.finditer(message)}
+    k_size, v_size = sizes.get("K"), sizes.get("V")
+    total = sizes.get("KV", round(k_size + v_size, 4) if k_size is not None and v_size is not None else None)
+    tokens = _TOKENS.search(message)
+    dtype = _DTYPE.search(message)
+    facts.note("kv_cache_dtype", dtype.group(1) if dtype else None)
+    return {"kv_cache_tokens": to_number(tokens.group(1)) if tokens else None, "k_size_gb": k_size,
+            "v_size_gb": v_size, "kv_cache_gb": total}  # fmt: skip
+
+
+def _mamba(message: str) -> dict[str, Any]:
+    states = {m.group(1): to_float(m.group(2)) for m in _STATE.finditer(message)}
+    slots = _MAMBA_SLOTS.search(message)
+    total = round(sum(v for v in states.values() if v is not None), 4) if states else None
+    return {"mamba_cache_gb": total, "conv_state_gb": states.get("conv_state"),
+            "ssm_state_gb": states.get("ssm_state"), "max_mamba_cache_size": to_number(slots.group(1)) if slots else None}  # fmt: skip
+
+
+def _weights_end(facts: LogFacts, message: str) -> dict[str, Any]:
+    arch, dtype, quant = _ARCH.search(message), _DTYPE.search(message), _QUANT.search(message)
+    facts.note("model_arch", arch.group(1) if arch else None)
+    facts.note("dtype", dtype.group(1) if dtype else None)
+    facts.note("weights_quant", quant.group(1) if quant and quant.group(1) != "None" else None)
+    return {
+        "avail_mem_after_load_gb": _first(_AVAIL, message),
+        "weight_mem_gb": _first(_USAGE, message),
+        "load_weight_s": _first(_SECONDS, message),
+    }
+
+
+def _summary(facts: LogFacts, message: str) -> dict[str, Any]:
+    # "max_total_num_tokens=…, chunked_prefill_size=…, context_len=…, available_gpu_mem=37.06 GB":
+    # printed once the scheduler is up (or by a bench once the model runner is).
+    facts.engine_ready = True
+    values = {m.group(1) + ("_gb" if m.group(3) else ""): to_float(m.group(2)) if m.group(3) else to_number(m.group(2))
+              for m in _SUMMARY.finditer(message)}  # fmt: skip
+    facts.note("max_seq_len", values.get("context_len"))
+    return values
+
+
+def _memory_values(facts: LogFacts, message: str) -> dict[str, Any]:
     if "Init torch distributed ends" in message:
-        return {"dist_init_mem_gb": _first(_USAGE, message)}
+        return {"dist_init_mem_gb": _first(_USAGE, message), "dist_init_s": _first(_SECONDS, message)}
     if "Load weight begin" in message:
         return {"avail_mem_before_load_gb": _first(_AVAIL, message)}
     if "Load weight end" in message:
-        return {
-            "avail_mem_after_load_gb": _first(_AVAIL, message),
-            "weight_mem_gb": _first(_USAGE, message),
-            "load_weight_s": _first(_SECONDS, message),
-        }
-    if "KV Cache is allocated" in message:
-        sizes = {m.group(1): to_float(m.group(2)) for m in _SIZE.finditer(message)}
-        k_size, v_size = sizes.get("K"), sizes.get("V")
-        total = sizes.get("KV", round(k_size + v_size, 4) if k_size is not None and v_size is not None else None)
-        tokens = _TOKENS.search(message)
-        return {"kv_cache_tokens": to_number(tokens.group(1)) if tokens else None, "k_size_gb": sizes.get("K"),
-                "v_size_gb": sizes.get("V"), "kv_cache_gb": total}  # fmt: skip
+        return _weights_end(facts, message)
     if "Mamba Cache is allocated" in message:
-        states = [to_float(m.group(1)) or 0.0 for m in _STATE.finditer(message)]
-        return {"mamba_cache_gb": round(sum(states), 4) if states else None}
+        return _mamba(message)
+    if "KV Cache is allocated" in message:
+        return _kv_cache(facts, message)
     if "Memory pool end" in message:
         return {"avail_mem_after_pool_gb": _first(_AVAIL, message)}
     if "Capture" in message and "graph" in message.lower() and ("begin" in message or "end." in message):
         return _graph(message)
     if "max_total_num_tokens=" in message:
-        return {m.group(1) + ("_gb" if m.group(3) else ""): to_float(m.group(2)) if m.group(3) else to_number(m.group(2))
-                for m in _SUMMARY.finditer(message)}  # fmt: skip
+        return _summary(facts, message)
     if "reduce --mem-fraction-static" in message:
         return {"mem_fraction_static_auto_reduced": _first(_REDUCE, message)}
     return {}
+
+
+def _kv_shortfall(facts: LogFacts, message: str) -> None:
+    """The figures a KV-budget error states ("under --mem-fraction-static=0.88", "Raise … above 0.912")."""
+    values = {"mem_fraction_static": _first(_UNDER, message) or _first(_CURRENT, message),
+              "minimum_viable_mem_fraction_static": _first(_ABOVE, message)}  # fmt: skip
+    clean = {k: v for k, v in values.items() if v is not None}
+    if clean:
+        facts.extra.setdefault("kv_shortfall", {}).update(clean)
 
 
 def _server_args(facts: LogFacts, line: str, lines: list[str], after: int) -> int:
@@ -117,17 +152,14 @@ def _server_args(facts: LogFacts, line: str, lines: list[str], after: int) -> in
     if match is None:
         return 0
     parse = parse_dict_items if match.group(1) == "{" else parse_call_kwargs
-    body = line[match.end():]
-    args, truncated = parse(body)
-    used = 0
-    while truncated and used < 5 and after + used < len(lines):
-        nxt = lines[after + used]
-        if SGL_PREFIX.search(nxt) or not _CONTINUATION.match(nxt):
-            break
-        body, used = body + nxt, used + 1
-        args, truncated = parse(body)
+    args, truncated, used = parse_wrapped(parse, line[match.end():], lines, after, _RECORD_START)
     facts.start_args(args, "dict" if match.group(1) == "{" else "ServerArgs", truncated)
     return used
+
+
+def _records(line: str) -> list[str]:
+    # An argument line is one record however many brackets its values hold.
+    return [line] if "server_args=" in line or "] " not in line else split_records(line, SGL_RECORD)
 
 
 def key_args(args: dict[str, Any]) -> dict[str, Any]:
@@ -136,22 +168,38 @@ def key_args(args: dict[str, Any]) -> dict[str, Any]:
 
 def parse_sglang_log(text: str) -> dict[str, Any]:
     """Facts of the latest SGLang run in ``text`` (any era, any prefix, ranks interleaved)."""
-    facts = LogFacts("sglang", RULES + COMMON_RULES)
-    lines = text.splitlines()
+    facts = LogFacts("sglang")
+    bench = BenchScanner()
+    lines = [record for line in clean_lines(text) for record in _records(line)]
+    error_rank = "main"  # a traceback's lines carry no prefix: they belong to the rank that raised
     i = 0
     while i < len(lines):
         line = lines[i]
         i += 1
+        if not line:
+            continue
         if "server_args=" in line and _ARGS.search(line):
             i += _server_args(facts, line, lines, i)
             continue
-        if facts.scan_common(line):
+        if is_command(line):
+            i += take_command(facts, lines, i - 1)
             continue
-        if "ready to roll" in line or "Application startup complete" in line:
+        facts.scan_nccl(line)
+        rank, message, level = split_sglang(line)
+        if rank is not None:
+            error_rank = rank
+        if facts.scan_error(message, error_rank, level):
+            if "mem-fraction-static" in message:
+                _kv_shortfall(facts, message)
+            continue
+        if "ready to roll" in message or "Application startup complete" in message:
             facts.ready = True
-        elif any(word in line for word in _MEMORY_WORDS):
-            rank, message = split_sglang(line)
-            _record(facts, rank, _memory_values(message))
+        elif any(word in message for word in _MEMORY_WORDS):
+            _record(facts, rank or "main", _memory_values(facts, message))
+        elif not rank and bench.scan(message):
+            facts.engine_ready = True
     result = facts.to_dict()
     result["key_args"] = key_args(facts.server_args)
+    result["bench"] = bench.results
+    result["mode"] = "offline" if bench.seen else "server"
     return result

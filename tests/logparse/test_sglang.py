@@ -132,7 +132,7 @@ EXPECTED_MEMORY: dict[str, dict[str, dict[str, float]]] = {
                    "max_prefill_tokens": 16384, "max_running_requests": 4, "context_len": 128000,
                    "available_gpu_mem_gb": 24.83}},
     "G": {"TP0": {"load_weight_s": 653.47, "avail_mem_after_load_gb": 19.08, "weight_mem_gb": 3.76,
-                  "mamba_cache_gb": 7.42, "kv_cache_tokens": 580364, "k_size_gb": 4.15, "v_size_gb": 4.15,
+                  "mamba_cache_gb": 7.42, "conv_state_gb": 0.13, "ssm_state_gb": 7.29, "max_mamba_cache_size": 82, "kv_cache_tokens": 580364, "k_size_gb": 4.15, "v_size_gb": 4.15,
                   "kv_cache_gb": 8.3, "avail_mem_after_pool_gb": 4.02, "max_total_num_tokens": 580364,
                   "chunked_prefill_size": 2048, "max_prefill_tokens": 16384, "max_running_requests": 1,
                   "context_len": 8192, "available_gpu_mem_gb": 3.63}},
@@ -142,7 +142,7 @@ EXPECTED_MEMORY: dict[str, dict[str, dict[str, float]]] = {
     "J": {"TP0": {"kv_cache_tokens": 383872, "kv_cache_gb": 19.36}},
 }  # fmt: skip
 READY = {"A": True, "E": True, "J": True}
-ERROR_KINDS = {"I": ["no_kv_memory"] * 3}
+ERROR_KINDS = {"I": [("kv-budget", "no_kv_memory")] * 3}
 
 
 @pytest.mark.parametrize("letter", sorted(EXPECTED_MEMORY))
@@ -151,7 +151,7 @@ def test_every_startup_block(letter: str) -> None:
     assert facts["kind"] == "sglang"
     assert facts["memory"] == EXPECTED_MEMORY[letter]
     assert facts["ready"] is READY.get(letter, False)
-    assert [error["kind"] for error in facts["errors"]] == ERROR_KINDS.get(letter, [])
+    assert [(error["kind"], error["detail"]) for error in facts["errors"]] == ERROR_KINDS.get(letter, [])
     json.dumps(facts, allow_nan=False)
 
 
@@ -168,37 +168,40 @@ def test_no_kv_memory_variants_stay_distinct() -> None:
 # Every KV-budget, imbalance, OOM and NCCL message the fixtures list (section L gives the
 # source-code forms by era), as the log line each one produces.
 ERROR_LINES = [
-    ("not_enough_memory", "RuntimeError: Not enought memory. Please try to increase --mem-fraction-static."),
-    ("not_enough_memory", "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."),
-    ("not_enough_memory", ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
-                          "Current value: self.server_args.mem_fraction_static=0.85")),
-    ("not_enough_memory", ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
-                          "Current value: mem_fraction_static=0.85")),
-    ("no_kv_memory", ("ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.88. "
-                     "Raise --mem-fraction-static above 0.912 (minimum viable = 1 - available/pre = 0.9120). "
-                     "If using speculative decoding, draft weights are now counted.")),
-    ("tp_memory_imbalance", ("ValueError: The memory capacity is unbalanced. Some GPUs may be occupied by other "
-                            "processes. min_per_gpu_memory=61.2, local_gpu_memory=78.5, local_gpu_memory * 0.9=70.65")),
-    ("cuda_oom", ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
-                 "capacity of 79.10 GiB of which 1.06 GiB is free.")),
-    ("cuda_oom", "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB"),
-    ("nccl_error", ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
-                   "ProcessGroupNCCL.cpp:1970, unhandled cuda error (run with NCCL_DEBUG=INFO for details), "
-                   "NCCL version 2.21.5")),
-    ("nccl_error", "ncclUnhandledCudaError: Call to CUDA function failed."),
-    ("nccl_error", "RuntimeError: ncclInternalError: Internal check failed."),
-    ("nccl_error", "gpu01:3171:3171 [3] NCCL INFO ncclSystemError: System call (e.g. socket, malloc) failed"),
-    ("nccl_timeout", ("[rank3]:[E1129 10:00:00.000 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective "
-                     "operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE) ran for 600000 milliseconds")),
+    ("kv-budget", "not_enough_memory", "RuntimeError: Not enought memory. Please try to increase --mem-fraction-static."),
+    ("kv-budget", "not_enough_memory", "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."),
+    ("kv-budget", "not_enough_memory", ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+                                        "Current value: self.server_args.mem_fraction_static=0.85")),
+    ("kv-budget", "not_enough_memory", ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+                                        "Current value: mem_fraction_static=0.85")),
+    ("kv-budget", "no_kv_memory", ("ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.88. "
+                                   "Raise --mem-fraction-static above 0.912 (minimum viable = 1 - available/pre = 0.9120). "
+                                   "If using speculative decoding, draft weights are now counted.")),
+    ("kv-budget", "tp_memory_imbalance", ("ValueError: The memory capacity is unbalanced. Some GPUs may be occupied by other "
+                                          "processes. min_per_gpu_memory=61.2, local_gpu_memory=78.5, local_gpu_memory * 0.9=70.65")),
+    ("oom", "cuda_oom", ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+                         "capacity of 79.10 GiB of which 1.06 GiB is free.")),
+    ("oom", "cuda_oom", "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB"),
+    ("nccl", "nccl_error", ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+                            "ProcessGroupNCCL.cpp:1970, unhandled cuda error (run with NCCL_DEBUG=INFO for details), "
+                            "NCCL version 2.21.5")),
+    ("nccl", "nccl_error", "ncclUnhandledCudaError: Call to CUDA function failed."),
+    ("nccl", "nccl_error", "RuntimeError: ncclInternalError: Internal check failed."),
+    ("nccl", "nccl_error", "gpu01:3171:3171 [3] NCCL INFO ncclSystemError: System call (e.g. socket, malloc) failed"),
+    ("nccl", "nccl_timeout", ("[rank3]:[E1129 10:00:00.000 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective "
+                              "operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE) ran for 600000 milliseconds")),
 ]  # fmt: skip
 
 
 @pytest.mark.parametrize("prefix", ["", "[2026-02-25 14:02:11 TP3] ", "[2026-02-25 14:02:11 DP0 TP3 EP3] "])
-@pytest.mark.parametrize(("kind", "line"), ERROR_LINES, ids=[f"{k}-{i}" for i, (k, _) in enumerate(ERROR_LINES)])
-def test_every_error_variant(kind: str, line: str, prefix: str) -> None:
+@pytest.mark.parametrize(("kind", "detail", "line"), ERROR_LINES, ids=[f"{d}-{i}" for i, (_, d, _) in enumerate(ERROR_LINES)])
+def test_every_error_variant(kind: str, detail: str, line: str, prefix: str) -> None:
     errors = parse_sglang_log(f"[2026-02-25 14:02:10 TP3] Scheduler hit an exception: Traceback\n{prefix}{line}\n")["errors"]
-    assert [(e["kind"], e["count"]) for e in errors] == [(kind, 1)]
-    message = errors[0]["message"]
+    # The scheduler's line says the start-up failed; the exception says why.
+    rank = "DP0 TP3 EP3" if "DP0" in prefix else "TP3"  # a bare traceback line is the raising rank's
+    assert [(e["kind"], e["detail"], e["count"], e["ranks"]) for e in errors] == [
+        ("engine-start", "startup_exception", 1, ["TP3"]), (kind, detail, 1, [rank])]
+    message = errors[1]["message"]
     assert len(message) <= 300 and "\n" not in message and "14:02:11" not in message
     assert message == line[:300] or message in line
 
@@ -294,11 +297,15 @@ def test_seed_incident_good_run() -> None:
 def test_seed_incident_bad_run_on_every_rank() -> None:
     facts = detect_and_parse(seed_log(0.55, fails=True))
     assert facts["key_args"]["mem_fraction_static"] == 0.55 and facts["ready"] is False
-    assert facts["errors"] == [{
-        "kind": "not_enough_memory",
-        "message": "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
-        "count": 8,
-    }]  # fmt: skip
+    every_rank = [f"TP{rank}" for rank in range(8)]
+    assert facts["errors"] == [
+        {"kind": "engine-start", "detail": "startup_exception", "count": 8, "ranks": every_rank,
+         "message": "Scheduler hit an exception: Traceback (most recent call last):"},
+        {"kind": "kv-budget", "detail": "not_enough_memory", "count": 8, "ranks": every_rank,
+         "message": "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."},
+        {"kind": "engine-start", "detail": "child_failed", "count": 1, "ranks": [],
+         "message": "Received sigquit from a child process. It usually means the child failed."},
+    ]  # fmt: skip
     assert facts["memory"]["TP3"] == {"avail_mem_before_load_gb": 93.43, "avail_mem_after_load_gb": 21.70,
                                       "weight_mem_gb": 71.73}  # fmt: skip
 
@@ -308,7 +315,7 @@ def test_restart_in_the_same_file_reports_the_latest_run() -> None:
     assert facts["runs"] == 2 and facts["errors"] == [] and facts["ready"] is True
     assert facts["key_args"]["mem_fraction_static"] == 0.88
     back = parse_sglang_log(seed_log(0.88, fails=False) + seed_log(0.55, fails=True))
-    assert back["runs"] == 2 and back["ready"] is False and back["errors"][0]["count"] == 8
+    assert back["runs"] == 2 and back["ready"] is False and back["errors"][1]["count"] == 8
     assert "kv_cache_gb" not in back["memory"]["TP0"]
     # The same line printed twice before anything happened is one start-up, not two.
     line = seed_log(0.88, fails=False).splitlines()[0]
@@ -319,7 +326,7 @@ def test_head_and_tail_read_apart_are_merged() -> None:
     lines = seed_log(0.55, fails=True).splitlines()
     head, tail = "\n".join(lines[:12]), "\n".join(lines[12:])
     facts = parse_log_parts(head, tail)
-    assert facts["key_args"]["mem_fraction_static"] == 0.55 and facts["errors"][0]["count"] == 8
+    assert facts["key_args"]["mem_fraction_static"] == 0.55 and facts["errors"][1]["count"] == 8
     assert facts["memory"]["TP7"]["avail_mem_after_load_gb"] == 21.70 and facts["runs"] == 1
     # A tail that holds a newer start-up describes that run alone.
     newer = parse_log_parts(head, seed_log(0.88, fails=False))
@@ -335,7 +342,7 @@ def test_nothing_recognisable(text: str) -> None:
 
 def test_unknown_log_still_reports_cuda_oom() -> None:
     facts = detect_and_parse("step 10 loss 1.2\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1 GiB\n")
-    assert facts["kind"] is None and facts["errors"][0]["kind"] == "cuda_oom"
+    assert facts["kind"] is None and (facts["errors"][0]["kind"], facts["errors"][0]["detail"]) == ("oom", "cuda_oom")
 
 
 def test_lines_without_numbers_leave_no_empty_rank() -> None:

@@ -73,10 +73,13 @@ def test_v1_good_run() -> None:
     }  # fmt: skip
     assert facts["server_args"]["lora_modules"] == "[LoRAModulePath(name='a', path='/p', base_model_name=None)]"
     assert facts["memory"] == {
-        "TP0": {"model_weights_gib": 7.6, "available_kv_cache_gib": 58.61, "cuda_graph_gib": 0.58},
-        "TP1": {"model_weights_gib": 7.6, "available_kv_cache_gib": 58.59},
-        "DP0": {"kv_cache_tokens": 853472, "max_concurrency_x": 26.05},
-    }
+        "TP0": {"model_weights_gib": 7.6, "model_load_s": 12.3, "available_kv_cache_gib": 58.61, "cuda_graph_gib": 0.58,
+                "graph_capture_s": 12},
+        "TP1": {"model_weights_gib": 7.6, "model_load_s": 12.1, "available_kv_cache_gib": 58.59},
+        "DP0": {"kv_cache_tokens": 853472, "max_concurrency_x": 26.05, "max_concurrency_tokens": 32768},
+    }  # fmt: skip
+    assert facts["engine_generation"] == "V1" and facts["engine_config"]["dtype"] == "torch.bfloat16"
+    assert facts["headline_rank"] == "TP0" and facts["parallel"] == {"tp": 2}
     assert facts["ready"] is True and facts["errors"] == [] and facts["nccl_versions"] == ["2.27.3"]
     json.dumps(facts, allow_nan=False)
 
@@ -85,32 +88,36 @@ def test_v1_no_memory_for_cache_blocks() -> None:
     facts = parse_vllm_log(V1_NO_MEMORY)
     assert facts["gpu_memory_utilization"] == 0.3 and facts["ready"] is False
     assert facts["memory"]["DP0"]["available_kv_cache_gib"] == -0.3
-    assert facts["errors"] == [{
-        "kind": "no_kv_memory", "count": 1,
-        "message": "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
-                   "when initializing the engine.",
-    }]  # fmt: skip
+    assert facts["errors"] == [
+        {"kind": "kv-budget", "detail": "negative_kv_memory", "count": 1, "ranks": ["DP0"],
+         "message": "Available KV cache memory: -0.3 GiB"},
+        {"kind": "engine-start", "detail": "engine_failed_to_start", "count": 1, "ranks": ["DP0"],
+         "message": "EngineCore failed to start."},
+        {"kind": "kv-budget", "detail": "no_kv_memory", "count": 1, "ranks": ["DP0"],
+         "message": "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+                    "when initializing the engine."},
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    ("kind", "line"),
+    ("kind", "detail", "line"),
     [
-        ("no_kv_memory", "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine."),
-        ("kv_cache_too_small", "ValueError: To serve at least one request with the models's max seq len (40960), (10.00 GiB KV cache is needed, which is larger than the available KV cache memory (1.25 GiB). Based on the available memory,  Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."),
-        ("kv_cache_too_small", "ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be stored in KV cache (21424). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."),
-        ("kv_cache_too_small", "InsufficientKVCacheMemoryError: Insufficient memory for KV cache to serve requests."),
-        ("startup_memory_below_utilization", "ValueError: Free memory on device (6.92/8.0 GiB) on startup is less than desired GPU memory utilization (0.9, 7.2 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes."),
-        ("cuda_oom", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 224.00 MiB. GPU 0 has a total capacity of 23.55 GiB"),
-        ("nccl_error", "RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)"),
+        ("kv-budget", "no_kv_memory", "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine."),
+        ("kv-budget", "kv_cache_too_small", "ValueError: To serve at least one request with the models's max seq len (40960), (10.00 GiB KV cache is needed, which is larger than the available KV cache memory (1.25 GiB). Based on the available memory,  Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."),
+        ("kv-budget", "kv_cache_too_small", "ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be stored in KV cache (21424). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."),
+        ("kv-budget", "kv_cache_too_small", "InsufficientKVCacheMemoryError: Insufficient memory for KV cache to serve requests."),
+        ("kv-budget", "startup_memory_below_utilization", "ValueError: Free memory on device (6.92/8.0 GiB) on startup is less than desired GPU memory utilization (0.9, 7.2 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes."),
+        ("oom", "cuda_oom", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 224.00 MiB. GPU 0 has a total capacity of 23.55 GiB"),
+        ("nccl", "nccl_error", "RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)"),
     ],
 )  # fmt: skip
 @pytest.mark.parametrize(
     "prefix",
     ["", "(EngineCore_DP0 pid=18799) ERROR 10-08 20:33:48 [core.py:708] ", "(Worker pid=2730) ERROR [multiproc_executor.py:912] "],
 )
-def test_every_error_variant(kind: str, line: str, prefix: str) -> None:
+def test_every_error_variant(kind: str, detail: str, line: str, prefix: str) -> None:
     errors = parse_vllm_log(prefix + line)["errors"]
-    assert [(e["kind"], e["count"]) for e in errors] == [(kind, 1)]
+    assert [(e["kind"], e["detail"], e["count"]) for e in errors] == [(kind, detail, 1)]
     assert errors[0]["message"] == line[:300]
 
 
@@ -124,8 +131,10 @@ def test_v0_namespace_form() -> None:
     assert facts["gpu_memory_utilization"] == 0.9 and facts["gpu_memory_utilization_profiled"] == 0.9
     assert facts["vllm_version"] == "0.6.0" and facts["ready"] is True
     assert facts["memory"] == {"main": {
-        "model_weights_gb": 19.2315, "kv_cache_reserved_gib": 50.65, "gpu_blocks": 7803, "cpu_blocks": 3276,
-        "max_concurrency_x": 20.81,
+        "model_weights_gb": 19.2315, "profile_s": 5.04, "total_gpu_memory_gib": 79.15, "usable_memory_gib": 71.24,
+        "profiled_weights_gib": 19.23, "non_torch_memory_gib": 0.13, "activation_peak_gib": 1.23,
+        "kv_cache_reserved_gib": 50.65, "gpu_blocks": 7803, "cpu_blocks": 3276, "max_concurrency_x": 20.81,
+        "max_concurrency_tokens": 6000,
     }}  # fmt: skip
 
 

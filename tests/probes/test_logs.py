@@ -48,9 +48,10 @@ def test_newest_matching_file_is_parsed(tmp_path: Path) -> None:
     assert entry["path"] == str(tmp_path / "b.log") and entry["volatile"]["size"] == (tmp_path / "b.log").stat().st_size
     assert entry["kind"] == "sglang" and entry["key_args"]["mem_fraction_static"] == 0.55
     assert entry["memory"]["TP0"]["avail_mem_after_load_gb"] == 21.70 and entry["ready"] is False
-    assert entry["errors"][0]["kind"] == "not_enough_memory"
+    assert [(e["kind"], e["detail"]) for e in entry["errors"]] == [
+        ("engine-start", "startup_exception"), ("kv-budget", "not_enough_memory")]
     # A small file is read once: head and tail do not count the same error twice.
-    assert entry["errors"][0]["count"] == 1
+    assert [e["count"] for e in entry["errors"]] == [1, 1]
     assert entry["volatile"] == {"size": 397, "mtime": pytest.approx(now - 10), "skipped_bytes": 0}
 
 
@@ -69,10 +70,13 @@ def test_multi_gb_sparse_log_is_read_at_both_ends_quickly(tmp_path: Path) -> Non
     assert elapsed < 1.0, f"took {elapsed:.2f}s"
     assert entry["volatile"]["size"] == path.stat().st_size > 3 * 1024**3
     assert entry["key_args"]["mem_fraction_static"] == 0.55 and entry["memory"]["TP3"]["avail_mem_after_load_gb"] == 21.70
-    assert entry["errors"] == [{
-        "kind": "not_enough_memory", "count": 8,
-        "message": "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
-    }]  # fmt: skip
+    every_rank = [f"TP{rank}" for rank in range(8)]
+    assert entry["errors"] == [
+        {"kind": "engine-start", "detail": "startup_exception", "count": 8, "ranks": every_rank,
+         "message": "Scheduler hit an exception: Traceback"},
+        {"kind": "kv-budget", "detail": "not_enough_memory", "count": 8, "ranks": every_rank,
+         "message": "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."},
+    ]  # fmt: skip
     assert entry["volatile"]["skipped_bytes"] > 3 * 1024**3 - 5 * 1024**2
 
 
