@@ -11,6 +11,7 @@ from typing import Any
 from driftwatch.diff import fmt
 from driftwatch.diff.change import Change, Severity
 from driftwatch.diff.context import DiffContext, Facts, as_dict
+from driftwatch.logparse.headline import CAUSE_ORDER, ENGINE_NAMES, summarize_log
 
 PROCESS_KEYS = frozenset({"servers", "login_env", "login_shell", "login_env_error", "truncated"})
 LOG_KEYS = frozenset({"logs"})
@@ -82,8 +83,12 @@ def diff_logs(old: Facts, new: Facts, ctx: DiffContext) -> list[Change]:
             continue
         changes += _errors(where, o.get("errors"), n.get("errors"))
         if o.get("ready") is True and n.get("ready") is False:
-            changes.append(Change("log", where, True, False, Severity.high, f"the server in {where} no longer reaches 'ready'"))
+            # What the log says instead, as show prints it: "not ready: kv-budget error (8×): …".
+            state = summarize_log(n)[-1] if n.get("kind") else "not ready"
+            changes.append(Change("log", where, True, False, Severity.high,
+                                  f"the server in {where} no longer reaches 'ready' ({_plain(state)})"))
         changes += _kv_cache(where, o, n)
+        changes += _version(where, o, n)
         if (o.get("nccl_versions") or []) != (n.get("nccl_versions") or []) and o.get("nccl_versions"):
             changes.append(Change("nccl", where, o.get("nccl_versions"), n.get("nccl_versions"), Severity.high,
                                   f"the server's NCCL {fmt.listing(o['nccl_versions'])} → {fmt.listing(n.get('nccl_versions') or [])}"))
@@ -100,16 +105,41 @@ def _log_unreadable(where: str, old_error: Any, new_error: Any) -> list[Change]:
     return [Change("log", where, old_error, None, Severity.info, text)]
 
 
+def _plain(state: str) -> str:
+    return state if len(state) <= 200 else state[:199] + "…"
+
+
+def _error_key(error: Facts) -> tuple[Any, Any]:
+    # Logs stored before error kinds were grouped have no "detail": their kind was the detail.
+    return error.get("kind"), error.get("detail", error.get("kind"))
+
+
 def _errors(where: str, old: Any, new: Any) -> list[Change]:
-    seen = {e.get("kind") for e in old or [] if isinstance(e, dict)}
-    changes = []
+    seen = {_error_key(e) for e in old or [] if isinstance(e, dict)}
+    fresh: dict[tuple[Any, Any], Facts] = {}
     for error in new or []:
-        if isinstance(error, dict) and error.get("kind") not in seen:
-            count = error.get("count") or 1
-            ranks = f" ({count}×)" if count > 1 else ""
-            changes.append(Change("log", f"{where}: {error.get('kind')}", None, error.get("message"), Severity.high,
-                                  f"new server error in {where}{ranks}: {fmt.value(error.get('message'))}"))
+        if isinstance(error, dict) and _error_key(error) not in seen:
+            fresh.setdefault(_error_key(error), error)
+    changes = []
+    for (kind, detail), error in fresh.items():
+        count = error.get("count") or 1
+        ranks = f" ({count}×)" if count > 1 else ""
+        # A root cause (a KV budget, an allocation) ranks above "the engine failed to start".
+        order = CAUSE_ORDER.index(kind) if kind in CAUSE_ORDER else len(CAUSE_ORDER)
+        changes.append(Change("log", f"{where}: {kind}" + (f" ({detail})" if detail and detail != kind else ""), None,
+                              error.get("message"), Severity.high,
+                              f"new {kind} error in {where}{ranks}: {fmt.value(error.get('message'))}",
+                              magnitude=float(len(CAUSE_ORDER) - order)))
     return changes
+
+
+def _version(where: str, old: Facts, new: Facts) -> list[Change]:
+    o, n = old.get("version") or old.get("vllm_version"), new.get("version") or new.get("vllm_version")
+    if not o or not n or o == n:
+        return []
+    engine = ENGINE_NAMES.get(str(new.get("kind")), "server")
+    return [Change("log", f"{where}: version", o, n, Severity.medium,
+                   f"{engine} {fmt.value(o)} → {fmt.value(n)}, as its log in {where} says")]
 
 
 def _kv_cache(where: str, old: Facts, new: Facts) -> list[Change]:
@@ -117,6 +147,9 @@ def _kv_cache(where: str, old: Facts, new: Facts) -> list[Change]:
     if o is None or n is None or o <= 0 or n >= o * (1 - KV_SHRINK):
         return []
     text = f"KV cache shrank from {o:,.0f} to {n:,.0f} tokens ({(n - o) / o:+.0%}) in {where}: fewer concurrent requests fit"
+    max_len = new.get("max_seq_len")
+    if isinstance(max_len, int) and n < max_len:
+        text += f"; {n:,.0f} tokens < max seq len {max_len:,}: one full-length request does not fit"
     return [Change("log", f"{where}: kv cache", o, n, Severity.medium, text, magnitude=(o - n) / o)]
 
 
