@@ -82,6 +82,7 @@ _EXCEPTION = re.compile(r"(?:[A-Za-z_]\w{0,80}\.){0,6}[A-Z]\w{0,80}?(?:Error|Exc
 # Error records without an exception class: uvicorn's "ERROR:    Exception in ASGI application",
 # Ascend CANN's "[ERROR] 2025-08-14-13:42:44 (PID:5309, …) ERR99999 …".
 _ERROR_RECORD = re.compile(r"ERROR: |\[ERROR\] ")
+_EXCEPTION_WORDS = ("Error", "Exception", "Failed", "Interrupt")
 _QUIET_LEVELS = ("DEBUG", "INFO", "WARNING")
 # Source lines a traceback quotes ('raise ValueError("No available memory …")') are not errors.
 _SOURCE_LINES = ("raise ", "logger.", "File \"", '"', "'", "f\"", "assert ", "return ", "warnings.warn")
@@ -99,7 +100,9 @@ def classify(message: str, started: bool, level: str = "") -> tuple[str, str] | 
     start-up failure.
     """
     message = message.strip()
-    if level in _QUIET_LEVELS or message.startswith(_SOURCE_LINES) or _WARNING.match(message):
+    if level in _QUIET_LEVELS or message.startswith(_SOURCE_LINES):
+        return None
+    if "Warning: " in message and _WARNING.match(message):
         return None
     if _WORDS.search(message):
         for rule in RULES:
@@ -107,12 +110,9 @@ def classify(message: str, started: bool, level: str = "") -> tuple[str, str] | 
                 return rule.kind, rule.detail
     if ("hit an exception" in message or message.startswith("Exception in ")) and _HIT.search(message):
         return ("other", "runtime_exception") if started else ("engine-start", "startup_exception")
-    if _EXCEPTION.match(message):
+    head = message[:400]  # cheap tests first: most lines of a log name no exception at all
+    if any(word in head for word in _EXCEPTION_WORDS) and _EXCEPTION.match(message):
         return ("oom", "cuda_oom") if "out of memory" in message else ("other", "exception")
-    if _ERROR_RECORD.match(message):
+    if "ERROR" in head and _ERROR_RECORD.match(message):
         return "other", "error_record"
     return None
-
-
-def is_exception_line(message: str) -> bool:
-    return _EXCEPTION.match(message) is not None

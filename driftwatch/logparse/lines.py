@@ -22,7 +22,8 @@ MAX_LINE = 256 * 1024
 
 # ESC [ … m (and other CSI finals), the same with the escape shown as "^[", or with the
 # escape byte lost in a paste ("[0;36m"): only SGR colour codes are recognised bare.
-_ANSI = re.compile(r"(?:\x1b|\^\[|#033)\[[0-9;?]{0,20}[A-Za-z]|\[(?:\d{1,3};)*\d{1,3}m")
+_ESCAPED = re.compile(r"(?:\x1b|\^\[|#033)\[[0-9;?]{0,20}[A-Za-z]")
+_BARE_SGR = re.compile(r"\[(?:\d{1,3};)*\d{1,3}m")
 # What is put in front of the server's own line, outermost first; removed repeatedly.
 _WRAPPERS = re.compile(
     "|".join(  # noqa: FLY002 - one alternative per line, each with its comment
@@ -48,8 +49,10 @@ def unwrap(line: str) -> str:
     if len(line) > MAX_LINE:
         line = line[:MAX_LINE]
     line = line.removesuffix("^M")  # a carriage return pasted in caret notation
-    if "[" in line:
-        line = _ANSI.sub("", line)
+    if "\x1b" in line or "^[" in line or "#033[" in line:
+        line = _ESCAPED.sub("", line)
+    if "m" in line and "[" in line:
+        line = _BARE_SGR.sub("", line)
     for _ in range(_MAX_WRAPPERS):
         match = _WRAPPERS.match(line)
         if match is None or not match.end():

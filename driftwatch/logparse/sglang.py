@@ -158,8 +158,13 @@ def _server_args(facts: LogFacts, line: str, lines: list[str], after: int) -> in
 
 
 def _records(line: str) -> list[str]:
-    # An argument line is one record however many brackets its values hold.
-    return [line] if "server_args=" in line or "] " not in line else split_records(line, SGL_RECORD)
+    # An argument line is one record however many brackets its values hold; a line that
+    # starts with its only prefix is one record too (the common case, checked cheaply).
+    if "server_args=" in line or "] " not in line:
+        return [line]
+    if line.startswith("[") and line.count("] ") == 1 and SGL_RECORD.match(line):
+        return [line]
+    return split_records(line, SGL_RECORD)
 
 
 def key_args(args: dict[str, Any]) -> dict[str, Any]:

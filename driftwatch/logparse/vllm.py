@@ -69,6 +69,18 @@ MEMORY_LINES: list[tuple[str, re.Pattern[str]]] = [
     ("kv_cache_memory_max_bytes", re.compile(r"--kv-cache-memory=(\d+)`? to fully utilize")),
     ("kv_cache_in_use_bytes", re.compile(r"kv cache memory in use is (\d+) bytes")),
 ]  # fmt: skip
+# A literal each MEMORY_LINES pattern needs: most lines of a serving log match none of them.
+_KEYWORDS = {
+    "model_weights": "took", "available_kv_cache": "Available KV", "kv_cache_reserved": "reserved for KV",
+    "cuda_graph": "raph", "kv_cache_tokens": "KV cache size", "max_concurrency_x": "concurrency",
+    "max_concurrency_tokens": "concurrency", "gpu_blocks": "blocks", "cpu_blocks": "CPU blocks",
+    "model_load_s": "Model loading", "weights_load_s": "Loading weights", "graph_capture_s": "Graph capturing",
+    "profile_s": "profiling takes", "init_engine_s": "init engine", "torch_compile_s": "torch.compile",
+    "total_gpu_memory": "total_gpu_memory", "usable_memory": "x gpu_memory", "profiled_weights": "weights take",
+    "non_torch_memory": "non_torch_memory takes", "activation_peak": "activation peak", "free_on_startup": "Free memory",
+    "total_on_startup": "Free memory", "requested_memory": "esired GPU memory", "kv_cache_memory_fit_bytes": "--kv-cache",
+    "kv_cache_memory_max_bytes": "--kv-cache", "kv_cache_in_use_bytes": "in use is",
+}  # fmt: skip
 _MEMORY_WORDS = ("took", "KV cache", "KV Cache", "blocks:", "blocks is:", "Maximum concurrency", "CUDA graph pool",
                  "takes", "total_gpu_memory", "Free memory on device", "memory: ", "profiling results",
                  "requested memory")  # fmt: skip
@@ -121,6 +133,8 @@ def _memory(facts: LogFacts, rank: str, message: str) -> dict[str, Any]:
     """Record the memory figures ``message`` states; returns them."""
     found: dict[str, Any] = {}
     for key, pattern in MEMORY_LINES:
+        if _KEYWORDS[key] not in message:
+            continue
         match = pattern.search(message)
         if match is None:
             continue
@@ -169,11 +183,14 @@ def _run_facts(facts: LogFacts, message: str) -> None:
         match = _UTILIZATION.search(message)
         if match:
             facts.note("gpu_memory_utilization_profiled", to_float(next(g for g in match.groups() if g)))
-    for key, pattern, convert in (
-        ("model_arch", _ARCH, str), ("model_loaded", _LOAD, str), ("model_loaded", _BANNER_MODEL, str),
-        ("max_seq_len", _MAX_LEN, int), ("max_num_batched_tokens", _BATCHED, int), ("platform", _PLATFORM, str),
-        ("nccl_library", _NCCL_LIB, str),
+    for key, word, pattern, convert in (
+        ("model_arch", "Resolved", _ARCH, str), ("model_loaded", "Starting to load", _LOAD, str),
+        ("model_loaded", "█", _BANNER_MODEL, str), ("max_seq_len", "max model len", _MAX_LEN, int),
+        ("max_num_batched_tokens", "max_num_batched_tokens=", _BATCHED, int),
+        ("platform", "detected platform", _PLATFORM, str), ("nccl_library", "nccl from library", _NCCL_LIB, str),
     ):  # fmt: skip
+        if word not in message:
+            continue
         match = pattern.search(message)
         if match:
             facts.note(key, convert(match.group(1)))
@@ -222,7 +239,8 @@ def key_args(args: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
 
 
 def _records(line: str) -> list[str]:
-    return split_records(line, VLLM_RECORD, PROC_TAGS) if ".py:" in line else [line]
+    # Two records glued on one line name two source locations.
+    return split_records(line, VLLM_RECORD, PROC_TAGS) if line.count(".py:") > 1 else [line]
 
 
 class _Ranks:
