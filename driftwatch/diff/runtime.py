@@ -11,7 +11,8 @@ from typing import Any
 from driftwatch.diff import fmt
 from driftwatch.diff.change import Change, Severity
 from driftwatch.diff.context import DiffContext, Facts, as_dict
-from driftwatch.logparse.headline import CAUSE_ORDER, ENGINE_NAMES, summarize_log
+from driftwatch.logparse.errors import CAUSE_ORDER, cause_rank
+from driftwatch.logparse.headline import ENGINE_NAMES, summarize_log
 
 PROCESS_KEYS = frozenset({"servers", "login_env", "login_shell", "login_env_error", "truncated"})
 LOG_KEYS = frozenset({"logs"})
@@ -125,7 +126,7 @@ def _errors(where: str, old: Any, new: Any) -> list[Change]:
         count = error.get("count") or 1
         ranks = f" ({count}×)" if count > 1 else ""
         # A root cause (a KV budget, an allocation) ranks above "the engine failed to start".
-        order = CAUSE_ORDER.index(kind) if kind in CAUSE_ORDER else len(CAUSE_ORDER)
+        order = cause_rank(kind)
         changes.append(Change("log", f"{where}: {kind}" + (f" ({detail})" if detail and detail != kind else ""), None,
                               error.get("message"), Severity.high,
                               f"new {kind} error in {where}{ranks}: {fmt.value(error.get('message'))}",

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from driftwatch.logparse.common import LogFacts, rank_order, split_sglang, split_vllm
+from driftwatch.logparse.errors import cause_rank
 from driftwatch.logparse.headline import finalize, summarize_log
 from driftwatch.logparse.lines import clean_lines
 from driftwatch.logparse.sglang import parse_sglang_log as _parse_sglang
@@ -162,4 +163,4 @@ def _merge_errors(first: list[dict[str, Any]], last: list[dict[str, Any]]) -> li
         into = merged.setdefault(key, {**entry, "count": 0, "ranks": []})
         into["count"] += entry["count"]
         into["ranks"] = sorted(set(into["ranks"]) | set(entry.get("ranks", [])), key=rank_order)
-    return list(merged.values())
+    return sorted(merged.values(), key=lambda error: cause_rank(error["kind"]))

@@ -76,7 +76,7 @@ class BenchScanner:
             return True
         throughput = _VLLM_THROUGHPUT.match(line)
         if throughput:
-            for key, value in zip(("requests_per_s", "total_tokens_per_s", "output_tokens_per_s"), throughput.groups()):
+            for key, value in zip(("requests_per_s", "total_tokens_per_s", "output_tokens_per_s"), throughput.groups(), strict=True):
                 if value is not None:
                     self._put(key, value)
             return True

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from driftwatch.logparse.errors import classify
+from driftwatch.logparse.errors import cause_rank, classify
 
 # SGLang's "[2025-03-07 09:25:11 DP0 TP3 EP3] ", autumn 2024's time-only "[17:43:27 TP1] ",
 # the "[12-27 11:24:23] " of some builds, and a first line cut mid-bracket
@@ -225,7 +225,8 @@ class LogFacts:
             "ready": self.ready,
             "engine_ready": self.engine_ready,
             "nccl_versions": sorted(self.nccl),
-            "errors": [_error(kind, detail, message, entry) for (kind, detail, message), entry in self.errors.items()],
+            "errors": sorted((_error(kind, detail, message, entry) for (kind, detail, message), entry in self.errors.items()),
+                             key=lambda error: cause_rank(error["kind"])),
             "runs": self.runs,
         }
 

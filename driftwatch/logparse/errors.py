@@ -28,6 +28,13 @@ import re
 from typing import NamedTuple
 
 KINDS = ("oom", "kv-budget", "nccl", "custom-allreduce", "engine-start", "other")
+# Where a root cause is more likely: the budget or the allocator before "it failed to start".
+# Errors are listed in this order (stable within a kind), so the first one is the likely cause.
+CAUSE_ORDER = ("kv-budget", "oom", "custom-allreduce", "nccl", "other", "engine-start")
+
+
+def cause_rank(kind: object) -> int:
+    return CAUSE_ORDER.index(kind) if kind in CAUSE_ORDER else len(CAUSE_ORDER)
 
 
 class Rule(NamedTuple):

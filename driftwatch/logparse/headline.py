@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from driftwatch.logparse.common import rank_order
+from driftwatch.logparse.errors import cause_rank
 
 _TP_TAG = re.compile(r"\bTP(\d+)\b|^gpu_id=(\d+)$")
 _PARALLEL_KEYS = {
@@ -22,8 +23,6 @@ _PARALLEL_KEYS = {
     "dp": ("dp_size", "data_parallel_size"),
     "ep": ("ep_size", "expert_parallel_size"),
 }
-# Where a root cause is more likely: the budget or the allocator before "it failed to start".
-CAUSE_ORDER = ("kv-budget", "oom", "custom-allreduce", "nccl", "other", "engine-start")
 ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM"}
 
 
@@ -226,7 +225,7 @@ def _state(facts: dict[str, Any]) -> str:
     else:
         state = "not ready (no error in the log)"
     if errors:
-        ranked = sorted(errors, key=lambda e: CAUSE_ORDER.index(e["kind"]) if e.get("kind") in CAUSE_ORDER else 99)
+        ranked = sorted(errors, key=lambda e: cause_rank(e.get("kind")))  # facts stored before they were sorted
         first = ranked[0]
         count = f" ({first.get('count')}×)" if (first.get("count") or 1) > 1 else ""
         more = f"; {len(errors) - 1} more error(s)" if len(errors) > 1 else ""

@@ -197,11 +197,11 @@ ERROR_LINES = [
 @pytest.mark.parametrize(("kind", "detail", "line"), ERROR_LINES, ids=[f"{d}-{i}" for i, (_, d, _) in enumerate(ERROR_LINES)])
 def test_every_error_variant(kind: str, detail: str, line: str, prefix: str) -> None:
     errors = parse_sglang_log(f"[2026-02-25 14:02:10 TP3] Scheduler hit an exception: Traceback\n{prefix}{line}\n")["errors"]
-    # The scheduler's line says the start-up failed; the exception says why.
+    # The exception says why; the scheduler's line (listed after: not a cause) that start-up failed.
     rank = "DP0 TP3 EP3" if "DP0" in prefix else "TP3"  # a bare traceback line is the raising rank's
     assert [(e["kind"], e["detail"], e["count"], e["ranks"]) for e in errors] == [
-        ("engine-start", "startup_exception", 1, ["TP3"]), (kind, detail, 1, [rank])]
-    message = errors[1]["message"]
+        (kind, detail, 1, [rank]), ("engine-start", "startup_exception", 1, ["TP3"])]
+    message = errors[0]["message"]
     assert len(message) <= 300 and "\n" not in message and "14:02:11" not in message
     assert message == line[:300] or message in line
 
@@ -298,11 +298,11 @@ def test_seed_incident_bad_run_on_every_rank() -> None:
     facts = detect_and_parse(seed_log(0.55, fails=True))
     assert facts["key_args"]["mem_fraction_static"] == 0.55 and facts["ready"] is False
     every_rank = [f"TP{rank}" for rank in range(8)]
-    assert facts["errors"] == [
-        {"kind": "engine-start", "detail": "startup_exception", "count": 8, "ranks": every_rank,
-         "message": "Scheduler hit an exception: Traceback (most recent call last):"},
+    assert facts["errors"] == [  # the likely cause first
         {"kind": "kv-budget", "detail": "not_enough_memory", "count": 8, "ranks": every_rank,
          "message": "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."},
+        {"kind": "engine-start", "detail": "startup_exception", "count": 8, "ranks": every_rank,
+         "message": "Scheduler hit an exception: Traceback (most recent call last):"},
         {"kind": "engine-start", "detail": "child_failed", "count": 1, "ranks": [],
          "message": "Received sigquit from a child process. It usually means the child failed."},
     ]  # fmt: skip
@@ -315,7 +315,7 @@ def test_restart_in_the_same_file_reports_the_latest_run() -> None:
     assert facts["runs"] == 2 and facts["errors"] == [] and facts["ready"] is True
     assert facts["key_args"]["mem_fraction_static"] == 0.88
     back = parse_sglang_log(seed_log(0.88, fails=False) + seed_log(0.55, fails=True))
-    assert back["runs"] == 2 and back["ready"] is False and back["errors"][1]["count"] == 8
+    assert back["runs"] == 2 and back["ready"] is False and back["errors"][0]["count"] == 8
     assert "kv_cache_gb" not in back["memory"]["TP0"]
     # The same line printed twice before anything happened is one start-up, not two.
     line = seed_log(0.88, fails=False).splitlines()[0]
@@ -326,7 +326,7 @@ def test_head_and_tail_read_apart_are_merged() -> None:
     lines = seed_log(0.55, fails=True).splitlines()
     head, tail = "\n".join(lines[:12]), "\n".join(lines[12:])
     facts = parse_log_parts(head, tail)
-    assert facts["key_args"]["mem_fraction_static"] == 0.55 and facts["errors"][1]["count"] == 8
+    assert facts["key_args"]["mem_fraction_static"] == 0.55 and facts["errors"][0]["count"] == 8
     assert facts["memory"]["TP7"]["avail_mem_after_load_gb"] == 21.70 and facts["runs"] == 1
     # A tail that holds a newer start-up describes that run alone.
     newer = parse_log_parts(head, seed_log(0.88, fails=False))

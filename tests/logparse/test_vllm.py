@@ -88,14 +88,14 @@ def test_v1_no_memory_for_cache_blocks() -> None:
     facts = parse_vllm_log(V1_NO_MEMORY)
     assert facts["gpu_memory_utilization"] == 0.3 and facts["ready"] is False
     assert facts["memory"]["DP0"]["available_kv_cache_gib"] == -0.3
-    assert facts["errors"] == [
+    assert facts["errors"] == [  # the likely causes first, in log order; then "failed to start"
         {"kind": "kv-budget", "detail": "negative_kv_memory", "count": 1, "ranks": ["DP0"],
          "message": "Available KV cache memory: -0.3 GiB"},
-        {"kind": "engine-start", "detail": "engine_failed_to_start", "count": 1, "ranks": ["DP0"],
-         "message": "EngineCore failed to start."},
         {"kind": "kv-budget", "detail": "no_kv_memory", "count": 1, "ranks": ["DP0"],
          "message": "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
                     "when initializing the engine."},
+        {"kind": "engine-start", "detail": "engine_failed_to_start", "count": 1, "ranks": ["DP0"],
+         "message": "EngineCore failed to start."},
     ]  # fmt: skip
 
 

@@ -49,7 +49,7 @@ def test_newest_matching_file_is_parsed(tmp_path: Path) -> None:
     assert entry["kind"] == "sglang" and entry["key_args"]["mem_fraction_static"] == 0.55
     assert entry["memory"]["TP0"]["avail_mem_after_load_gb"] == 21.70 and entry["ready"] is False
     assert [(e["kind"], e["detail"]) for e in entry["errors"]] == [
-        ("engine-start", "startup_exception"), ("kv-budget", "not_enough_memory")]
+        ("kv-budget", "not_enough_memory"), ("engine-start", "startup_exception")]
     # A small file is read once: head and tail do not count the same error twice.
     assert [e["count"] for e in entry["errors"]] == [1, 1]
     assert entry["volatile"] == {"size": 397, "mtime": pytest.approx(now - 10), "skipped_bytes": 0}
@@ -72,10 +72,10 @@ def test_multi_gb_sparse_log_is_read_at_both_ends_quickly(tmp_path: Path) -> Non
     assert entry["key_args"]["mem_fraction_static"] == 0.55 and entry["memory"]["TP3"]["avail_mem_after_load_gb"] == 21.70
     every_rank = [f"TP{rank}" for rank in range(8)]
     assert entry["errors"] == [
-        {"kind": "engine-start", "detail": "startup_exception", "count": 8, "ranks": every_rank,
-         "message": "Scheduler hit an exception: Traceback"},
         {"kind": "kv-budget", "detail": "not_enough_memory", "count": 8, "ranks": every_rank,
          "message": "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."},
+        {"kind": "engine-start", "detail": "startup_exception", "count": 8, "ranks": every_rank,
+         "message": "Scheduler hit an exception: Traceback"},
     ]  # fmt: skip
     assert entry["volatile"]["skipped_bytes"] > 3 * 1024**3 - 5 * 1024**2
 
