@@ -42,6 +42,7 @@ _QUANT = re.compile(r"\bquant=(\w{1,40})")
 _UNDER = re.compile(rf"under --mem-fraction-static={_NUM}")
 _ABOVE = re.compile(rf"above {_NUM} \(minimum viable")
 _CURRENT = re.compile(rf"Current value: [\w.]*mem_fraction_static={_NUM}")
+_KV_DTYPE = re.compile(r"Using KV cache dtype: (\S{1,60})")
 _MEMORY_WORDS = ("avail mem", "mem usage", "Cache is allocated", "Capture", "max_total_num_tokens=",
                  "reduce --mem-fraction", "available_gpu_mem")  # fmt: skip
 
@@ -199,6 +200,8 @@ def parse_sglang_log(text: str) -> dict[str, Any]:
             continue
         if "ready to roll" in message or "Application startup complete" in message:
             facts.ready = True
+        elif "KV cache dtype" in message and (dtype := _KV_DTYPE.search(message)):
+            facts.note("kv_cache_dtype", dtype.group(1))
         elif any(word in message for word in _MEMORY_WORDS):
             _record(facts, rank or "main", _memory_values(facts, message))
         elif not rank and bench.scan(message):

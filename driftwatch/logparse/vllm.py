@@ -108,6 +108,8 @@ _BATCHED = re.compile(r"max_num_batched_tokens=(\d+)")
 _WORLD = re.compile(r"in world size (\d+) is assigned as (.{0,120})")
 _PLATFORM = re.compile(r"Automatically detected platform (\w{1,40})")
 _NCCL_LIB = re.compile(r"Found nccl from library (\S{1,500})")
+_BACKEND = re.compile(r"^Using ([\w -]{1,60}?) backend\b")
+_BLOCK_SIZE = re.compile(r"Setting attention block size to (\d+) tokens")
 _SHORTFALL = [
     ("max_seq_len", re.compile(r"max seq len \((\d+)\)")),
     ("kv_cache_tokens", re.compile(r"tokens that can be stored in KV cache \((\d+)\)")),
@@ -188,6 +190,7 @@ def _run_facts(facts: LogFacts, message: str) -> None:
         ("model_loaded", "█", _BANNER_MODEL, str), ("max_seq_len", "max model len", _MAX_LEN, int),
         ("max_num_batched_tokens", "max_num_batched_tokens=", _BATCHED, int),
         ("platform", "detected platform", _PLATFORM, str), ("nccl_library", "nccl from library", _NCCL_LIB, str),
+        ("attention_backend", " backend", _BACKEND, str), ("block_size", "attention block size", _BLOCK_SIZE, int),
     ):  # fmt: skip
         if word not in message:
             continue

@@ -155,6 +155,10 @@ def test_every_startup_block(letter: str) -> None:
     json.dumps(facts, allow_nan=False)
 
 
+def test_kv_cache_dtype_line() -> None:
+    assert detect_and_parse(STARTUP["G"])["kv_cache_dtype"] == "torch.bfloat16"  # "Using KV cache dtype: …"
+
+
 def test_no_kv_memory_variants_stay_distinct() -> None:
     errors = parse_sglang_log(STARTUP["I"])["errors"]
     assert [e["message"] for e in errors] == [

@@ -19,6 +19,7 @@ INFO 11-03 05:51:40 [__init__.py:216] Automatically detected platform cuda.
 (EngineCore_DP0 pid=5600) INFO 11-03 05:52:01 [core.py:77] Initializing a V1 LLM engine (v0.11.0) with config: \
 model='/models/Qwen3-8B', speculative_config=None, tokenizer='/models/Qwen3-8B', dtype=torch.bfloat16
 (Worker_TP0 pid=5700) INFO 11-03 05:52:05 [pynccl.py:70] vLLM is using nccl==2.27.3
+(Worker_TP0 pid=5700) INFO 11-03 05:52:06 [cuda.py:362] Using Flash Attention backend on V1 engine.
 (Worker_TP0 pid=5700) INFO 11-03 05:52:10 [gpu_model_runner.py:2653] Model loading took 7.6 GiB and 12.3 seconds
 (Worker_TP1 pid=5701) INFO 11-03 05:52:10 [gpu_model_runner.py:2653] Model loading took 7.6 GiB and 12.1 seconds
 (Worker_TP0 pid=5700) INFO 11-03 05:52:30 [gpu_worker.py:298] Available KV cache memory: 58.61 GiB
@@ -80,6 +81,7 @@ def test_v1_good_run() -> None:
     }  # fmt: skip
     assert facts["engine_generation"] == "V1" and facts["engine_config"]["dtype"] == "torch.bfloat16"
     assert facts["headline_rank"] == "TP0" and facts["parallel"] == {"tp": 2}
+    assert facts["attention_backend"] == "Flash Attention"
     assert facts["ready"] is True and facts["errors"] == [] and facts["nccl_versions"] == ["2.27.3"]
     json.dumps(facts, allow_nan=False)
 
