@@ -66,6 +66,22 @@ _SWITCHES = frozenset(
 )
 _BOOL_WORDS = frozenset({"true", "false"})
 _NUMBER_RE = re.compile(r"-\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|-\.\d+")
+_INT = re.compile(r"-?\d+")
+_FLOAT = re.compile(r"-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+
+
+def typed(value: Any) -> Any:
+    """argv words as the values they stand for: '8' is 8, '0.55' is 0.55, 'true' is True,
+    so a setting reads the same type from a command line as from a server's log."""
+    if isinstance(value, list):
+        return [typed(item) for item in value]
+    if not isinstance(value, str):
+        return value
+    if _INT.fullmatch(value):
+        return int(value)
+    if _FLOAT.fullmatch(value):
+        return float(value)
+    return {"true": True, "false": False}.get(value.lower(), value)
 
 
 def _is_flag(word: str) -> bool:

@@ -10,13 +10,13 @@ the KV cache budget is computed the way SGLang sizes it:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from driftwatch.diff import fmt
 from driftwatch.diff.change import Change, Severity
 from driftwatch.diff.context import Facts, as_dict, ok_facts
+from driftwatch.launchargs import typed
 from driftwatch.model import ProbeStatus, Snapshot
 
 FRACTIONS = ("mem_fraction_static", "gpu_memory_utilization")
@@ -40,8 +40,6 @@ Setting = tuple[Any, Source]
 MEMORY_ERROR_KINDS = frozenset({
     "not_enough_memory", "no_kv_memory", "kv_cache_too_small", "cuda_oom", "oom", "kv-budget", "kv_budget",
 })
-_INT = re.compile(r"-?\d+")
-_FLOAT = re.compile(r"-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 
 
 def _logs(snapshot: Snapshot) -> list[Facts]:
@@ -100,20 +98,6 @@ def logged_name(key: str, fields: set[str]) -> str:
         return key
     matches = [name for name in fields if name.startswith(key)]
     return matches[0] if len(matches) == 1 else key
-
-
-def typed(value: Any) -> Any:
-    """argv words as the values they stand for: '8' is 8, '0.55' is 0.55, 'true' is True,
-    so a setting reads the same type from the command line as from the log."""
-    if isinstance(value, list):
-        return [typed(item) for item in value]
-    if not isinstance(value, str):
-        return value
-    if _INT.fullmatch(value):
-        return int(value)
-    if _FLOAT.fullmatch(value):
-        return float(value)
-    return {"true": True, "false": False}.get(value.lower(), value)
 
 
 def as_number(value: Any) -> float | None:

@@ -13,7 +13,7 @@ import re
 import shlex
 from typing import Any
 
-from driftwatch.launchargs import parse_launch_args
+from driftwatch.launchargs import parse_launch_args, typed
 from driftwatch.logparse.common import LogFacts
 
 # Offline entry points take the server's flags; launchargs knows the servers' own.
@@ -24,8 +24,6 @@ _MARKER = re.compile(
 )
 _VLLM_SCRIPTS = ("benchmark_throughput.py", "benchmark_latency.py")
 _VLLM_SERVER = "vllm/entrypoints/openai/api_server.py"
-# Short forms the servers accept that launchargs leaves as written.
-_SHORT_FLAGS = {"sglang": {"tp": "tp_size", "dp": "dp_size", "pp": "pp_size", "ep": "ep_size"}}
 # Where a pasted command ends: a closing backtick of inline markdown, a pipe, a redirection.
 _END = re.compile(r"`| \| | ; | && | 2?>&?\d? ")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
@@ -73,8 +71,7 @@ def parse_command(text: str) -> dict[str, Any] | None:
     parsed = parse_launch_args(words)
     if parsed["entry"] is None:
         return None
-    aliases = _SHORT_FLAGS.get(parsed["kind"] or "", {})
-    args = {aliases.get(key, key): _value(_first_word(value)) for key, value in parsed["args"].items()}
+    args = {key: typed(_first_word(value)) for key, value in parsed["args"].items()}
     return {"entry": entry or parsed["entry"], "model": parsed["model"], "args": args}
 
 
@@ -83,16 +80,6 @@ def _first_word(value: Any) -> Any:
     of numbers (``--cuda-graph-bs 1 2 4``) stays a list."""
     if isinstance(value, list) and value and not all(isinstance(v, str) and _NUMBER.fullmatch(v) for v in value):
         return value[0]
-    return value
-
-
-def _value(value: Any) -> Any:
-    """"0.55" → 0.55 and "8" → 8, as the servers print them; lists and words unchanged."""
-    if isinstance(value, str):
-        try:
-            return int(value) if value.lstrip("-").isdigit() else float(value) if "." in value else value
-        except ValueError:
-            return value
     return value
 
 

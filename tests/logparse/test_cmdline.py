@@ -28,7 +28,7 @@ COMMANDS = [
      "--quantization fp8"), "benchmark_throughput.py", "meta-llama/Llama-2-7b-chat-hf",
      {"tensor_parallel_size": 4, "quantization": "fp8"}),
     ("python -m sglang.launch_server --model-path m --cuda-graph-bs 1 2 4 2>&1 | tee server.log",
-     "sglang.launch_server", "m", {"cuda_graph_bs": ["1", "2", "4"]}),
+     "sglang.launch_server", "m", {"cuda_graph_bs": [1, 2, 4]}),
 ]  # fmt: skip
 
 
