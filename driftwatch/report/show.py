@@ -18,6 +18,7 @@ from rich.text import Text
 from driftwatch.diff import fmt
 from driftwatch.diff.context import as_dict, normalize_name
 from driftwatch.diff.gpu_processes import gpu_label
+from driftwatch.logparse.headline import summarize_log
 from driftwatch.model import ProbeStatus, Snapshot
 from driftwatch.report.safe import clean
 from driftwatch.settings import DEFAULT_FOCUS
@@ -179,34 +180,10 @@ def _logs(snapshot: Snapshot) -> Section:
     section = Section("Server logs (newest per pattern)")
     for pattern, entry in as_dict(_facts(snapshot, "logs").get("logs")).items():
         log = as_dict(entry)
-        if log.get("error"):
-            section.rows.append([pattern, f"unreadable: {log['error']}"])
-            continue
-        section.rows.append([str(log.get("path") or pattern), log_state(log)])
+        lines = summarize_log(log) or ["(nothing parsed)"]
+        where = str(log.get("path") or pattern)
+        section.rows += [[where if i == 0 else "", line] for i, line in enumerate(lines)]
     return section
-
-
-def log_state(log: dict[str, Any]) -> str:
-    """``sglang, model /m, TP 8: ready, KV 161,792 tokens`` or the errors it printed."""
-    args = as_dict(log.get("key_args"))
-    model = args.get("model_path") or args.get("model")
-    tp = args.get("tp_size") or args.get("tensor_parallel_size")
-    who = ", ".join(p for p in (str(log.get("kind") or "unknown server"), f"model {model}" if model else "",
-                                f"TP {tp}" if tp else "") if p)
-    errors = [as_dict(e) for e in log.get("errors") or []]
-    if errors:
-        worst = max(errors, key=lambda e: fmt.number(e.get("count")) or 1)
-        count = fmt.number(worst.get("count")) or 1
-        state = f"error: {worst.get('message')}" + (f" ({count:.0f}×)" if count > 1 else "")
-        if len(errors) > 1:
-            state += f" and {fmt.plural(len(errors) - 1, 'other error')}"
-    else:
-        state = "ready" if log.get("ready") else "not ready"
-    tokens = [fmt.number(as_dict(r).get("max_total_num_tokens") or as_dict(r).get("kv_cache_tokens"))
-              for r in as_dict(log.get("memory")).values()]
-    known = [t for t in tokens if t is not None]
-    kv = f", KV cache {min(known):,.0f} tokens" if known else ""
-    return f"{who}: {state}{kv}"
 
 
 def print_show(console: Console, snapshot: Snapshot, path: Path, focus: list[str] | None = None) -> None:

@@ -45,7 +45,8 @@ def test_what_a_person_reads_first() -> None:
     assert "pid 10291 /root/tools/memhog holds 22.0 GiB on GPU 0" in text
     assert "9f1c2ab on main" in text and "clean" in text
     assert "--tp-size 8 --mem-fraction-static 0.55" in text
-    assert "model /models/DeepSeek-V3, TP 8: error: RuntimeError: Not enough memory" in text and "(8×)" in text
+    assert "SGLang, model /models/DeepSeek-V3, TP 8" in text and "free after weights 21.7 GB" in text
+    assert "not ready: kv-budget error (8×): RuntimeError: Not enough memory" in text
 
 
 def test_a_failed_probe_is_listed_first() -> None:
