@@ -19,6 +19,17 @@ Choices, so false positives and misses are deliberate:
   inside ``AUTHOR``. ``SSH_AUTH_SOCK`` is a socket path and is allow-listed.
 * In free text, a ``key=value`` whose value is a plain number is kept: SGLang logs print
   ``#token: 1234`` per batch and the logs probe needs those numbers.
+* URLs keep their scheme and host, so a change of destination stays visible as drift,
+  and lose what authenticates: the password of ``user:password@`` (the user stays); a
+  user-info with no password over http(s), where it is a token (``https://TOKEN@github.com``,
+  a Sentry DSN key; over ssh ``git@`` is a login name and stays); the whole path of webhook
+  URLs, where the path is the secret (Slack, Discord, Teams/Office, PagerDuty, IFTTT, any
+  ``/hooks/`` or ``/webhook(s)/`` path: Mattermost, Rocket.Chat, Zapier); the whole query
+  of a URL with a signature or credential parameter (presigned S3/GCS/Azure URLs:
+  ``X-Amz-Signature``, ``X-Amz-Credential``, ``Signature``, ``sig``, ``token``, ``key``).
+* ``WEBHOOK``, ``HOOK`` and ``DSN`` names hold a URL that is a secret as a whole: their
+  values keep only ``scheme://host/`` (``https://hooks.slack.com/<redacted>``), or become
+  ``<redacted>`` when they are not URLs.
 """
 
 from __future__ import annotations
@@ -28,13 +39,17 @@ from typing import Any
 
 REDACTED = "<redacted>"
 
-_ANYWHERE = r"SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL"
+_ANYWHERE = r"SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|WEBHOOK"
 _COMPONENT = (
     r"[A-Z0-9]*TOKEN|KEYS?|[A-Z0-9]*(?:API|ACCESS|SECRET|PRIVATE|AUTH|MASTER|SIGNING|ENCRYPTION)KEY"
-    r"|AUTH|AUTHORIZATION|PASS|PWD|COOKIE|DSN"
+    r"|AUTH|AUTHORIZATION|PASS|PWD|COOKIE|DSN|HOOK"
 )
 # One regex (over the upper-cased name) so the target-side collector can apply the same rule.
 SECRET_NAME_RE = re.compile(rf"{_ANYWHERE}|(?:^|[^A-Z0-9])(?:{_COMPONENT})(?:$|[^A-Z0-9])")
+# The secret names whose value is a URL that is secret as a whole: only its host is kept.
+URL_SECRET_NAME_RE = re.compile(r"WEBHOOK|(?:^|[^A-Z0-9])(?:HOOK|DSN)(?:$|[^A-Z0-9])")
+# scheme://host[:port] at the start of such a value (a user-info is dropped with the rest).
+URL_HEAD_RE = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?:[^\s/?#]*@)?(?P<host>[^\s/?#@<>'\"]+)")
 # Names that match the rule but are known to hold no secret. PWD/OLDPWD are the shell's cwd.
 NOT_SECRET = frozenset({"SSH_AUTH_SOCK", "PWD", "OLDPWD"})
 
@@ -54,8 +69,21 @@ TOKEN_RE = re.compile(
     r"|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*"  # JWT
     r")"
 )
-# user:password@ inside URLs (PIP_INDEX_URL, proxies): the password goes, the rest stays.
-_URL_PASSWORD_RE = re.compile(r"(://[^/\s:@]*:)[^/\s@]+(@)")
+# A URL inside any text. Quotes, angle brackets and whitespace end it; a ``<redacted>``
+# left by an earlier pass is part of it, so redacting twice changes nothing.
+_URL_RE = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://(?:<redacted>|[^\s'\"<>])+")
+_URL_END_PUNCTUATION = ".,;:!?)]}"  # "(see https://…)." : the sentence's, not the URL's
+_HTTP_SCHEME_RE = re.compile(r"(?i)(?:.*\+)?(?:https?|wss?)")
+# Hosts whose URL path is the secret (the service's token lives in it).
+_HOOK_HOST_RE = re.compile(
+    r"(?i)hooks\.slack\.com|[a-z0-9-]+\.webhook\.office\.com|events(?:\.eu)?\.pagerduty\.com|maker\.ifttt\.com"
+)
+_HOOK_PATH_RE = re.compile(r"(?i)/(?:hooks?|webhooks?|webhookb2)/[^/?#]")
+# Query (or fragment) parameters that authenticate the URL: one of them and the whole
+# query goes, since presigned URLs spread their signature over several parameters.
+_SECRET_PARAM_RE = re.compile(
+    r"(?i)(?:^|[?&#;])(?:[a-z0-9_.-]*(?:token|secret|passw(?:or)?d|signature|credential|key)|sig|auth)="
+)
 _BEARER_RE = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=-]{8,}")
 _PAIR_RE = re.compile(
     r"(?<![A-Za-z0-9_.-])(?P<key>[\"']?[A-Za-z_][A-Za-z0-9_.-]*[\"']?)(?P<sep>\s*[=:]\s*)"
@@ -64,6 +92,7 @@ _PAIR_RE = re.compile(
 )
 _FLAG_SPACE_RE = re.compile(r"(?<![A-Za-z0-9_-])(?P<flag>--?[A-Za-z][A-Za-z0-9_-]*)(?P<sep>\s+)(?P<val>[^\s-]\S*)")
 _QUOTED_RE = re.compile(r"'[^']*'|\"[^\"]*\"")
+_HEX_DIGITS = "0123456789abcdef"
 _NUMBER_RE = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
 # Values that say "not set" are kept: redacting them would hide that no key was given.
 _UNSET = frozenset({"", "none", "null", "false", "true", "''", '""', "bearer", "basic"})
@@ -88,15 +117,63 @@ def looks_like_token(value: str) -> bool:
     return TOKEN_RE.search(value) is not None
 
 
+def is_url_secret_name(name: str) -> bool:
+    """``SGLANG_WEBHOOK_URL``, ``SENTRY_DSN``, ``--webhook-url``: a name whose value is a
+    secret URL, redacted down to its host."""
+    return URL_SECRET_NAME_RE.search(name.strip().lstrip("-").replace("-", "_").upper()) is not None
+
+
+def url_host_only(value: str) -> str:
+    """``https://hooks.slack.com/<redacted>`` for a URL, ``<redacted>`` for anything else."""
+    match = URL_HEAD_RE.match(value.strip())
+    return f"{match['scheme']}{match['host']}/{REDACTED}" if match else REDACTED
+
+
+def secret_value(name: str, value: str) -> str:
+    """What is kept of the value of a secret-named variable, flag or key."""
+    return url_host_only(value) if is_url_secret_name(name) else REDACTED
+
+
+def redact_url(url: str) -> str:
+    """One URL without its credentials, secret path or signed query; scheme and host stay."""
+    core = url.rstrip(_URL_END_PUNCTUATION)
+    scheme, _, rest = core.partition("://")
+    cut = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    authority, tail = rest[:cut], rest[cut:]
+    userinfo, at, host = authority.rpartition("@")
+    if at:
+        user, colon, _ = userinfo.partition(":")
+        if colon:
+            userinfo = f"{user}:{REDACTED}"
+        elif _HTTP_SCHEME_RE.fullmatch(scheme):
+            userinfo = REDACTED
+    hostname = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    if tail not in ("", "/") and (_HOOK_HOST_RE.fullmatch(hostname) or _HOOK_PATH_RE.search(tail)):
+        tail = f"/{REDACTED}"
+    else:
+        query = min((i for i in (tail.find(c) for c in "?#") if i >= 0), default=-1)
+        if query >= 0 and _SECRET_PARAM_RE.search(tail[query:]):
+            tail = f"{tail[:query]}?{REDACTED}"
+    return f"{scheme}://{userinfo}{at}{host}{tail}{url[len(core):]}"
+
+
 def redact_value(value: str) -> str:
-    """Replace token-looking parts and URL passwords of ``value``; keep everything else."""
+    """Replace token-looking parts and URL credentials of ``value``; keep everything else."""
+    if not value.strip(_HEX_DIGITS):  # a digest or a number: the most common strings in facts
+        return value
     value = TOKEN_RE.sub(REDACTED, value)
-    return _URL_PASSWORD_RE.sub(rf"\1{REDACTED}\2", value)
+    if "://" not in value:
+        return value
+    return _URL_RE.sub(lambda match: redact_url(match.group()), value)
 
 
 def redact_env(env: dict[str, str]) -> dict[str, str]:
-    """Secret-named variables lose their whole value; others lose token-looking parts."""
-    return {name: REDACTED if is_secret_name(name) else redact_value(value) for name, value in env.items()}
+    """Secret-named variables lose their whole value (a webhook URL keeps its host); others
+    lose token-looking parts and URL credentials."""
+    return {
+        name: secret_value(name, value) if is_secret_name(name) else redact_value(value)
+        for name, value in env.items()
+    }
 
 
 def redact_argv(argv: list[str]) -> list[str]:
@@ -107,21 +184,21 @@ def redact_argv(argv: list[str]) -> list[str]:
     a password may well start with a single dash, and a wrong guess costs one word.
     """
     out: list[str] = []
-    take_next = False
+    secret_flag = ""  # the secret flag whose value the next word is
     for arg in argv:
-        if take_next and not arg.startswith("--"):
-            out.append(REDACTED)
-            take_next = False
+        if secret_flag and not arg.startswith("--"):
+            out.append(secret_value(secret_flag, arg))
+            secret_flag = ""
             continue
-        take_next = False
-        head, eq, _ = arg.partition("=")
+        secret_flag = ""
+        head, eq, value = arg.partition("=")
         if arg.startswith("-") and len(arg) > 1 and not _NUMBER_RE.fullmatch(arg):
             if is_secret_flag(head):
-                out.append(f"{head}={REDACTED}" if eq else arg)
-                take_next = not eq
+                out.append(f"{head}={secret_value(head, value)}" if eq else arg)
+                secret_flag = "" if eq else head
                 continue
         elif eq and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", head) and is_secret_name(head):
-            out.append(f"{head}={REDACTED}")
+            out.append(f"{head}={secret_value(head, value)}")
             continue
         out.append(redact_value(arg))
     return out
@@ -129,9 +206,9 @@ def redact_argv(argv: list[str]) -> list[str]:
 
 def _pair_value(match: re.Match[str]) -> str | None:
     """The redacted value of a ``key=value`` match, or None to keep it."""
-    key, val = match.group("key"), match.group("val")
+    key, val = match.group("key").strip("'\""), match.group("val")
     bare = val.strip("'\"")
-    if not is_secret_name(key.strip("'\"")) or val.lower() in _UNSET or bare.lower() in _UNSET:
+    if not is_secret_name(key) or val.lower() in _UNSET or bare.lower() in _UNSET:
         return None
     if _NUMBER_RE.fullmatch(bare):
         return None
@@ -139,7 +216,7 @@ def _pair_value(match: re.Match[str]) -> str | None:
         items = _QUOTED_RE.sub(lambda m: f"{m.group(0)[0]}{REDACTED}{m.group(0)[0]}", val)
         return items if items != val or val == "[]" else f"[{REDACTED}]"
     quote = val[0] if val[0] in "'\"" and len(val) > 1 and val[-1] == val[0] else ""
-    return f"{quote}{REDACTED}{quote}"
+    return f"{quote}{secret_value(key, val[len(quote):len(val) - len(quote)])}{quote}"
 
 
 def _redact_pairs(text: str) -> str:
@@ -157,7 +234,8 @@ def _redact_pairs(text: str) -> str:
 def _redact_flag(match: re.Match[str]) -> str:
     if not is_secret_flag(match.group("flag")):
         return match.group(0)
-    return f"{match.group('flag')}{match.group('sep')}{REDACTED}"
+    flag = match.group("flag")
+    return f"{flag}{match.group('sep')}{secret_value(flag, match.group('val'))}"
 
 
 def redact_text(text: str) -> str:
@@ -178,6 +256,23 @@ def redact_facts(value: Any, key: str = "") -> Any:
         return [redact_facts(v, key) for v in value]
     if isinstance(value, str):
         if key and is_secret_name(key) and value not in ("", "None"):
-            return REDACTED
+            return secret_value(key, value)
         return redact_text(value)
     return value
+
+
+def redact_strings(value: Any) -> Any:
+    """Every string inside a structure (keys aside) without token-looking parts and URL
+    credentials; everything else (numbers, hashes, names) unchanged. The last pass over a
+    snapshot's facts, behind the probes' own name-aware redaction."""
+    if isinstance(value, str):
+        return redact_value(value)
+    # Numbers, booleans and None are most of the leaves: skipped without a call.
+    if isinstance(value, dict):
+        return {k: v if type(v) in _PLAIN else redact_strings(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [v if type(v) in _PLAIN else redact_strings(v) for v in value]
+    return value
+
+
+_PLAIN = frozenset({int, float, bool, type(None)})

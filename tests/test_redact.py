@@ -161,3 +161,90 @@ def test_redact_facts_covers_logged_server_args() -> None:
     assert out["server_args"]["api_key"] == "<redacted>" and out["server_args"]["hf_token"] == "<redacted>"
     assert out["server_args"]["tp_size"] == 8 and out["server_args"]["model_path"] == "/m"
     assert "sk-abc" not in out["errors"][0]["message"]
+
+
+# Every secret below holds "SEKRIT": none may survive; the host must.
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("https://hooks.slack.com/services/T000/B000/SEKRITxxxx", f"https://hooks.slack.com/{REDACTED}"),
+        ("https://hooks.slack.com/workflows/T0/A0/1/SEKRIT", f"https://hooks.slack.com/{REDACTED}"),
+        ("https://discord.com/api/webhooks/1234/SEKRIT-abc", f"https://discord.com/{REDACTED}"),
+        ("https://acme.webhook.office.com/webhookb2/a-b@c-d/IncomingWebhook/SEKRIT/e",
+         f"https://acme.webhook.office.com/{REDACTED}"),
+        ("https://outlook.office.com/webhook/SEKRIT/IncomingWebhook/x", f"https://outlook.office.com/{REDACTED}"),
+        ("https://events.pagerduty.com/integration/SEKRIT/enqueue", f"https://events.pagerduty.com/{REDACTED}"),
+        ("https://chat.example.com/hooks/SEKRIT", f"https://chat.example.com/{REDACTED}"),  # Mattermost
+        ("https://hooks.zapier.com/hooks/catch/1/SEKRIT/", f"https://hooks.zapier.com/{REDACTED}"),
+        (("https://bucket.s3.amazonaws.com/m.bin?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=SEKRIT%2F"
+          "&X-Amz-Date=20260101T000000Z&X-Amz-Signature=SEKRIT0"), f"https://bucket.s3.amazonaws.com/m.bin?{REDACTED}"),
+        ("https://storage.googleapis.com/b/o?GoogleAccessId=a&Expires=1&Signature=SEKRIT",
+         f"https://storage.googleapis.com/b/o?{REDACTED}"),
+        ("https://storage.googleapis.com/b/o?X-Goog-Credential=SEKRIT&X-Goog-Signature=SEKRIT",
+         f"https://storage.googleapis.com/b/o?{REDACTED}"),
+        ("https://acct.blob.core.windows.net/c/b?sv=2022-11-02&sp=r&sig=SEKRIT%3D",
+         f"https://acct.blob.core.windows.net/c/b?{REDACTED}"),
+        ("https://chat.googleapis.com/v1/spaces/A/messages?key=SEKRIT&token=SEKRIT",
+         f"https://chat.googleapis.com/v1/spaces/A/messages?{REDACTED}"),
+        ("git+https://builduser:SEKRIT@git.example.com/org/repo.git@v1.2",
+         f"git+https://builduser:{REDACTED}@git.example.com/org/repo.git@v1.2"),
+        ("https://user:SEKRIT@with@at@pypi.example.com/simple", f"https://user:{REDACTED}@pypi.example.com/simple"),
+        ("https://SEKRITtoken@github.com/org/repo", f"https://{REDACTED}@github.com/org/repo"),
+        ("https://SEKRITkey@o1.ingest.sentry.io/42", f"https://{REDACTED}@o1.ingest.sentry.io/42"),
+        ("redis://:SEKRIT@cache:6379/0", f"redis://:{REDACTED}@cache:6379/0"),
+        ("see https://hooks.slack.com/services/T/B/SEKRIT).", f"see https://hooks.slack.com/{REDACTED})."),
+        ("http://[::1]:8065/hooks/SEKRIT", f"http://[::1]:8065/{REDACTED}"),
+    ],
+)
+def test_urls_lose_their_secrets_and_keep_their_host(url: str, expected: str) -> None:
+    assert redact_value(url) == expected
+    assert redact_value(expected) == expected
+    assert "SEKRIT" not in redact_text(f"url={url!r} and {url}")
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["https://pypi.org/simple", "ssh://git@github.com/org/repo.git", "git+ssh://git@github.com/org/repo.git",
+     "file:///root/sglang/python", "https://huggingface.co/meta-llama/Llama-3.1-8B?revision=main",
+     "https://download.pytorch.org/whl/cu128", "https://example.com/@user/page"],
+)
+def test_urls_without_credentials_are_kept(url: str) -> None:
+    assert redact_value(url) == url
+
+
+def test_webhook_and_dsn_names_keep_only_the_host() -> None:
+    env = {"SGLANG_WEBHOOK_URL": "https://hooks.example.com/notify/SEKRIT", "SENTRY_DSN": "https://SEKRIT@o1.ingest.sentry.io/4",
+           "SLACK_HOOK": "SEKRIT", "DATABASE_DSN": "host=db password=SEKRIT", "DATABASE_URL": "postgres://app:SEKRIT@db/x",
+           "SGLANG_URL": "http://10.0.0.1:30000/v1"}
+    assert redact_env(env) == {
+        "SGLANG_WEBHOOK_URL": f"https://hooks.example.com/{REDACTED}", "SENTRY_DSN": f"https://o1.ingest.sentry.io/{REDACTED}",
+        "SLACK_HOOK": REDACTED, "DATABASE_DSN": REDACTED, "DATABASE_URL": f"postgres://app:{REDACTED}@db/x",
+        "SGLANG_URL": "http://10.0.0.1:30000/v1"}
+    argv = ["--webhook-url", "https://my.host/notify/SEKRIT", "--alert-webhook=https://a.b/SEKRIT", "--sentry-dsn", "SEKRIT",
+            "--port", "1"]
+    assert redact_argv(argv) == ["--webhook-url", f"https://my.host/{REDACTED}", f"--alert-webhook=https://a.b/{REDACTED}",
+                                 "--sentry-dsn", REDACTED, "--port", "1"]
+    text = "ServerArgs(webhook_url='https://my.host/x/SEKRIT', port=1) launch --webhook-url https://my.host/y/SEKRIT"
+    assert redact_text(text) == (f"ServerArgs(webhook_url='https://my.host/{REDACTED}', port=1) launch --webhook-url "
+                                 f"https://my.host/{REDACTED}")
+
+
+_URL_PART = st.text(alphabet="abcXYZ09-._~%:@/?#&=+", max_size=12)
+
+
+@given(st.sampled_from(["https", "http", "git+https", "ssh", "s3"]), _URL_PART, _URL_PART, st.text(max_size=6))
+def test_url_redaction_is_idempotent(scheme: str, authority: str, tail: str, around: str) -> None:
+    text = f"{around}{scheme}://{authority}{tail} {scheme}://u:SEKRIT@h/{tail}{around}"
+    once = redact_text(text)
+    assert redact_text(once) == once and redact_value(redact_value(text)) == redact_value(text)
+    assert "SEKRIT" not in redact_value(text)
+
+
+def test_last_pass_keeps_numbers_hashes_and_names() -> None:
+    from driftwatch.redact import redact_strings
+
+    facts = {"size": 12, "mtime": 1.7e9, "ok": True, "none": None, "sha256": "ab" * 32, "name": "torch",
+             "requires": ["x @ https://u:SEKRIT@h/x.whl"], "nested": {"url": "https://hooks.slack.com/services/SEKRIT"}}
+    out = redact_strings(facts)
+    assert out == {**facts, "requires": [f"x @ https://u:{REDACTED}@h/x.whl"],
+                   "nested": {"url": f"https://hooks.slack.com/{REDACTED}"}}
