@@ -27,6 +27,8 @@ from driftwatch.redact import (
     NOT_SECRET,
     SECRET_NAME_RE,
     TOKEN_RE,
+    URL_HEAD_RE,
+    URL_SECRET_NAME_RE,
     redact_argv,
     redact_env,
 )
@@ -48,7 +50,13 @@ MAX_READ_BYTES = 4 * 1024 * 1024  # per cmdline/environ/maps read
 
 def redaction_rules() -> dict[str, Any]:
     """The name and token rules as plain regex text, for the target-side scripts."""
-    return {"secret_name_re": SECRET_NAME_RE.pattern, "token_re": TOKEN_RE.pattern, "not_secret": sorted(NOT_SECRET)}
+    return {
+        "secret_name_re": SECRET_NAME_RE.pattern,
+        "url_secret_name_re": URL_SECRET_NAME_RE.pattern,
+        "url_head_re": URL_HEAD_RE.pattern,
+        "token_re": TOKEN_RE.pattern,
+        "not_secret": sorted(NOT_SECRET),
+    }
 
 
 def _port(args: dict[str, Any]) -> str | None:

@@ -160,6 +160,29 @@ def test_secret_variables_matched_by_a_glob_are_redacted_on_both_sides(servers: 
     assert servers.model in out and HF not in out and API not in out and SECRET_ENV["WANDB_API_KEY"] not in out
 
 
+WEBHOOK_ENV = {"SGLANG_WEBHOOK_URL": "https://hooks.slack.com/services/T000/B000/SEKRIT1",
+               "SGLANG_ALERT_DSN": "https://SEKRIT2@o1.ingest.sentry.io/7",
+               "SGLANG_INDEX_URL": "https://ci:SEKRIT3@pypi.example.com/simple"}
+
+
+def test_webhook_urls_keep_only_their_host_on_both_sides(servers: Servers) -> None:
+    servers.start("--webhook-url", "https://discord.com/api/webhooks/1/SEKRIT4", "--webhook=https://chat.example.com/hooks/SEKRIT5",
+                  env=WEBHOOK_ENV)
+    server = record(servers).facts["servers"]["sglang.launch_server"]
+    assert server["env"] == {"SGLANG_WEBHOOK_URL": "https://hooks.slack.com/<redacted>",
+                             "SGLANG_ALERT_DSN": "https://o1.ingest.sentry.io/<redacted>",
+                             "SGLANG_INDEX_URL": "https://ci:<redacted>@pypi.example.com/simple"}
+    assert server["args"]["webhook_url"] == "https://discord.com/<redacted>"
+    assert server["args"]["webhook"] == "https://chat.example.com/<redacted>"
+    # The target-side script keeps the host of a webhook-named value too, and its secret off the wire.
+    request = walk_request(servers)
+    out = subprocess.run([sys.executable, "-c", load_script("processes_collect.py")], input=json.dumps(request).encode(),
+                         capture_output=True, check=True).stdout.decode()
+    report = json.loads(out)["processes"][0]
+    assert report["env"]["SGLANG_WEBHOOK_URL"] == "https://hooks.slack.com/<redacted>"
+    assert "https://discord.com/<redacted>" in report["argv"] and "SEKRIT1" not in out and "SEKRIT4" not in out
+
+
 def test_forked_worker_with_the_same_command_line_is_not_recorded(servers: Servers) -> None:
     proc = servers.start("--port", "30001", child=True)
     facts = record(servers).facts
@@ -258,6 +281,15 @@ def test_login_env_picks_up_the_profile_and_not_the_callers_environment(servers:
     assert login_env["NCCL_SOCKET_IFNAME"] == "eth0=a\nb"
     # /etc/profile.d may add CUDA_* on a GPU host; the caller's own variables never appear.
     assert "NCCL_FROM_CALLER" not in login_env and "UNRELATED" not in login_env and HF not in str(facts)
+
+
+def test_login_env_webhook_keeps_its_host(servers: Servers, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = servers.root / "home"
+    write_profile(home, "export NCCL_WEBHOOK=https://hooks.slack.com/services/T/B/SEKRIT\n")
+    monkeypatch.setenv("HOME", str(home))
+    facts = record(servers).facts
+    assert facts["login_env"]["NCCL_WEBHOOK"] == "https://hooks.slack.com/<redacted>"
+    assert "SEKRIT" not in json.dumps(facts)
 
 
 def test_hung_profile_is_recorded_and_bounded(servers: Servers, monkeypatch: pytest.MonkeyPatch) -> None:

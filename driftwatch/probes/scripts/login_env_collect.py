@@ -82,14 +82,18 @@ def keep(name: str, request: "Dict") -> bool:
 
 def redact(env: "Dict[str, str]", request: "Dict") -> "Dict[str, str]":
     """The collector redacts again with the full rules; this keeps secrets off the wire."""
-    names = re.compile(request["secret_name_re"]) if request.get("secret_name_re") else None
-    tokens = re.compile(request["token_re"]) if request.get("token_re") else None
+    rules = {key: re.compile(request[key]) for key in
+             ("secret_name_re", "url_secret_name_re", "url_head_re", "token_re") if request.get(key)}
+    names, tokens = rules.get("secret_name_re"), rules.get("token_re")
     allowed = set(request.get("not_secret") or [])
     out = {}
     for name, value in env.items():
         upper = name.upper()
         if names and upper not in allowed and names.search(upper):
-            out[name] = REDACTED
+            # A webhook/DSN URL keeps scheme://host/, so a changed destination stays visible.
+            head = rules["url_head_re"].match(value.strip()) if "url_head_re" in rules else None
+            url_name = "url_secret_name_re" in rules and rules["url_secret_name_re"].search(upper)
+            out[name] = head.group("scheme") + head.group("host") + "/" + REDACTED if head and url_name else REDACTED
         else:
             out[name] = tokens.sub(REDACTED, value) if tokens else value
     return out

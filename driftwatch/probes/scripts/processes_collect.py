@@ -63,30 +63,42 @@ class Redactor:
     """The collector's name and token rules, shipped in the request (driftwatch/redact.py)."""
 
     def __init__(self, request: "Dict") -> None:
-        self.names = re.compile(request["secret_name_re"]) if request.get("secret_name_re") else None
-        self.tokens = re.compile(request["token_re"]) if request.get("token_re") else None
+        rules = {key: re.compile(request[key]) for key in
+                 ("secret_name_re", "url_secret_name_re", "url_head_re", "token_re") if request.get(key)}
+        self.names = rules.get("secret_name_re")
+        self.url_names = rules.get("url_secret_name_re")
+        self.url_head = rules.get("url_head_re")
+        self.tokens = rules.get("token_re")
         self.not_secret = set(request.get("not_secret") or [])
 
     def secret(self, name: str) -> bool:
         upper = name.strip().upper()
         return bool(self.names and upper not in self.not_secret and self.names.search(upper))
 
+    def hide(self, name: str, value: str) -> str:
+        """A secret's value: a webhook/DSN URL keeps scheme://host/, anything else goes."""
+        head = self.url_head.match(value.strip()) if self.url_head else None
+        if head and self.url_names and self.url_names.search(name.strip().lstrip("-").replace("-", "_").upper()):
+            return head.group("scheme") + head.group("host") + "/" + REDACTED
+        return REDACTED
+
     def value(self, value: str) -> str:
         return self.tokens.sub(REDACTED, value) if self.tokens else value
 
     def env(self, env: "Dict[str, str]") -> "Dict[str, str]":
-        return dict((k, REDACTED if self.secret(k) else self.value(v)) for k, v in env.items())
+        return dict((k, self.hide(k, v) if self.secret(k) else self.value(v)) for k, v in env.items())
 
     def argv(self, argv: "List[str]") -> "List[str]":
-        out, take_next = [], False
+        out, flag = [], ""  # flag: the secret flag whose value the next word is
         for arg in argv:
-            if take_next and not arg.startswith("--"):
-                out.append(REDACTED)
-                take_next = False
+            if flag and not arg.startswith("--"):
+                out.append(self.hide(flag, arg))
+                flag = ""
                 continue
-            head, eq, _ = arg.partition("=")
-            take_next = arg.startswith("-") and self.secret(head.lstrip("-").replace("-", "_")) and not eq
-            out.append(head + "=" + REDACTED if eq and self.secret(head.lstrip("-")) else self.value(arg))
+            head, eq, value = arg.partition("=")
+            name = head.lstrip("-").replace("-", "_")
+            flag = head if arg.startswith("-") and not eq and self.secret(name) else ""
+            out.append(head + "=" + self.hide(head, value) if eq and self.secret(name) else self.value(arg))
         return out
 
 
