@@ -4,7 +4,8 @@ Each interpreter is started once as ``<python> -`` with a stdlib-only collector 
 stdin (``scripts/dists.py`` + ``scripts/python_collect.py``); only the quoted interpreter
 path enters the shell. The collector reads the ``*.dist-info`` / ``*.egg-info`` files on
 the interpreter's ``sys.path`` as ``importlib.metadata`` would find them, and never imports
-a package, so a broken or slow-to-import torch cannot hang or crash the probe.
+a package, so a broken or slow-to-import torch cannot hang or crash the probe. URLs pip
+recorded (``direct_url.json``, ``name @ URL`` requirements) lose their credentials here.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeTimeout, collector_script
+from driftwatch.redact import redact_value
 from driftwatch.transport import CommandResult, quote_path
 
 REPORT_MARKER = "driftwatch-python-report:"  # must match MARKER in scripts/dists.py
@@ -88,7 +90,11 @@ def parse_python_report(text: str) -> dict[str, Any]:
     }
     for dist in distributions.values():
         dist["editable"] = bool(dist["editable"])
-        dist["requires"] = list(dist["requires"] or [])
+        # A VCS or index URL pip recorded may carry credentials (git+https://user:token@...),
+        # in direct_url.json and in PEP 508 "name @ URL" requirements alike.
+        dist["requires"] = [redact_value(str(r)) for r in dist["requires"] or []]
+        if isinstance(dist["direct_url"], str):
+            dist["direct_url"] = redact_value(dist["direct_url"])
     return {
         "executable": data.get("executable"),
         "version": data.get("version"),

@@ -140,6 +140,21 @@ def test_git_install_reports_pips_commit(gpu_venv: Path, tmp_path: Path, monkeyp
     assert router["source_commit"] == commit
 
 
+
+def test_credentials_pip_recorded_are_redacted(gpu_venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `pip install git+https://user:token@host/...` keeps the token in direct_url.json.
+    direct: dict[str, object] = {
+        "url": "https://builduser:SEKRIT-pw@git.example.com/org/router.git",
+        "vcs_info": {"vcs": "git", "commit_id": "9f1c" + "0" * 36},
+    }
+    requires = ["kernels @ git+https://ci:SEKRIT-req@git.example.com/org/kernels.git"]
+    write_dist_info(tmp_path, "sglang_router", "sglang-router", "0.2.1", requires, {}, direct_url=direct)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    router = collect(str(gpu_venv))["interpreters"][str(gpu_venv)]["distributions"]["sglang-router"]
+    assert router["direct_url"] == "https://builduser:<redacted>@git.example.com/org/router.git"
+    assert router["requires"] == ["kernels @ git+https://ci:<redacted>@git.example.com/org/kernels.git"]
+
+
 def test_working_directory_is_not_part_of_the_environment(
     gpu_venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
