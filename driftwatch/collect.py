@@ -1,4 +1,9 @@
-"""Take one snapshot of one target: run every probe concurrently over one transport."""
+"""Take one snapshot of one target: run every probe concurrently over one transport.
+
+Every probe redacts what it knows to be secret (by variable, flag or key name) before it
+builds facts; here, each record's strings get one more pass for token formats and URL
+credentials, so a probe that forgets (or a new field nobody thought of) cannot store one.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from driftwatch.config import Target
 from driftwatch.model import HostIdentity, ProbeRecord, ProbeStatus, Snapshot, utcnow
 from driftwatch.probes.base import Probe, ProbeContext, ProbeError, ProbeSkipped, ProbeTimeout, Shared
+from driftwatch.redact import redact_strings, redact_value
 from driftwatch.transport import Transport
 
 
@@ -17,9 +23,8 @@ def run_probe(probe: Probe, ctx: ProbeContext) -> ProbeRecord:
     start = time.monotonic()
 
     def record(status: ProbeStatus, error: str | None = None, facts: dict | None = None) -> ProbeRecord:
-        return ProbeRecord(
-            status=status, duration_s=round(time.monotonic() - start, 3), error=error, facts=facts or {}
-        )
+        error, facts = redact_value(error) if error else error, redact_strings(facts or {})
+        return ProbeRecord(status=status, duration_s=round(time.monotonic() - start, 3), error=error, facts=facts)
 
     try:
         return record(ProbeStatus.ok, facts=probe.collect(ctx))
