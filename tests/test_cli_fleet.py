@@ -108,20 +108,24 @@ def test_one_reachable_host_is_not_a_fleet(config: Path, capsys: pytest.CaptureF
 # -- stored snapshots, no SSH --------------------------------------------------------
 
 
-@pytest.fixture
-def stored(tmp_path: Path) -> Path:
-    """A store holding gpu01..gpu03 (gpu03 with a hostile package name) and a config."""
-    store = SnapshotStore(tmp_path / "snapshots")
+def three_hosts(root: Path, odd_package: str) -> Path:
+    """A store holding gpu01..gpu03 (gpu03 with one more package, named by a hostile host) and a config."""
+    store = SnapshotStore(root / "snapshots")
     for n in (1, 2, 3):
         facts = baseline()
         facts["system"].update(hostname=f"node{n}", boot_id=f"b{n}")
         if n == 3:
-            dists(facts)["evil\x1b]0;pwned\x07[bold]x[/bold]"] = {"name": "evil", "version": "1.0"}
+            dists(facts)[odd_package] = {"name": "evil", "version": "1.0"}
         store.save(make_snapshot(host=f"gpu0{n}", **facts))
-    config = tmp_path / "driftwatch.toml"
+    config = root / "driftwatch.toml"
     config.write_text(f'store = "{store.root}"\n[groups]\nrack = ["gpu01", "gpu02", "gpu03"]\n'
                       '[hosts.gpu01]\n[hosts.gpu02]\n[hosts.gpu03]\n[hosts.gpu09]\n')
     return config
+
+
+@pytest.fixture
+def stored(tmp_path: Path) -> Path:
+    return three_hosts(tmp_path, "evil\x1b]0;pwned\x07[bold]x[/bold]")
 
 
 def test_stored_markdown_and_terminal_start_with_the_headline_and_escape_host_text(
@@ -133,6 +137,13 @@ def test_stored_markdown_and_terminal_start_with_the_headline_and_escape_host_te
     code, out, _ = fleet(capsys, stored, "rack")
     assert code == 2 and out.startswith("1 odd host out of 3: gpu03")
     assert "\x1b" not in out and "\\x1b" in out and "[bold]x[/bold]" in out
+
+
+def test_a_newline_in_host_text_stays_inside_its_finding(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = three_hosts(tmp_path, "evil\n CRITICAL (1) \n  gpu forged")
+    code, out, _ = fleet(capsys, config, "rack")
+    assert code == 2 and "evil\\n CRITICAL (1) \\n  gpu forged" in out
+    assert not any(line.startswith((" CRITICAL", "  gpu forged")) for line in out.splitlines())
 
 
 def test_a_host_without_snapshots_is_an_error_naming_it(stored: Path, capsys: pytest.CaptureFixture[str]) -> None:
