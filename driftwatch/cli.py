@@ -8,6 +8,7 @@ line on stderr and exit 1, never a traceback.
 from __future__ import annotations
 
 import atexit
+import io
 import os
 import sys
 from typing import Annotated, Any, Optional
@@ -249,16 +250,27 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except TyperException as exc:  # usage errors are user mistakes: exit 1, not 2 (drift)
         show = getattr(exc, "show", None)
-        if callable(show):
-            show(file=sys.stderr)
+        if callable(show):  # usage, a hint and the error: several lines by design
+            shown = io.StringIO()
+            show(file=shown)
+            _print_error(*shown.getvalue().rstrip("\n").split("\n"))
         else:
-            print(f"driftwatch: error: {exc}", file=sys.stderr)
+            _print_error(f"driftwatch: error: {exc}")
         # `driftwatch` alone prints the help: not a mistake.
         return EXIT_OK if type(exc).__name__ == "NoArgsIsHelpError" else EXIT_ERROR
     except DriftwatchError as exc:
-        print(f"driftwatch: error: {exc}", file=sys.stderr)
+        _print_error(f"driftwatch: error: {exc}")
         return EXIT_ERROR
     return result if isinstance(result, int) else EXIT_OK
+
+
+def _print_error(*lines: str) -> None:
+    """Error lines on stderr, each kept one line, with the control characters a label, a host
+    name or a host's own text may hold shown as escapes (no retitled or cleared terminal)."""
+    from driftwatch.report.safe import clean  # rich: only when there is an error to print
+
+    for line in lines:
+        print(clean(line), file=sys.stderr)
 
 
 def run() -> None:

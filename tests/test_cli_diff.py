@@ -260,3 +260,35 @@ def test_two_hosts_compare_with_a_warning(
     captured = capsys.readouterr()
     assert code == 2 and "different hosts" in captured.err
     assert json.loads(captured.out)["summary"]["different_hosts"] is True
+
+
+def test_a_newline_in_host_text_cannot_forge_a_report_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    store = SnapshotStore(tmp_path / "snapshots")
+    forged = "/srv/app/new\n CRITICAL (9) \n  gpu        all GPUs fell off the bus.py"
+    entry = {"size": 1, "mtime": 1.77e9, "mode": "0644", "sha256": "ab" * 32, "error": None}
+    files = {"patterns": ["/srv/app/**"], "files": {forged: entry}, "truncated": False}
+    store.save(built_snapshot("gpu01", labels=["good"], files={**files, "files": {}}))
+    store.save(built_snapshot("gpu01", minutes=1, files=files))
+    assert main(["diff", "gpu01@good", "gpu01@latest"]) == 2
+    lines = capsys.readouterr().out.splitlines()
+    assert not any(line.startswith((" CRITICAL", "  gpu ")) for line in lines)
+    assert any("new\\n CRITICAL (9) \\n  gpu" in line for line in lines)
+    assert main(["diff", "gpu01@good", "gpu01@latest", "--markdown"]) == 2
+    assert not any(line.startswith(" CRITICAL") for line in capsys.readouterr().out.splitlines())
+
+
+def test_error_lines_show_escapes_not_run_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    hostile = "gpu\x1b]0;pwned\x07\nforged: error"
+    assert main(["diff", f"{hostile}.json", "x.json"]) == 1
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err and "gpu\\x1b]0;pwned\\x07\\nforged" in err
+    assert len(err.splitlines()) == 1
+    assert main(["no-such-command\x1b[2J"]) == 1
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "no-such-command\\x1b[2J" in err
