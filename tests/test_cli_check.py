@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -26,12 +27,14 @@ class Hook:
 
     def __init__(self, status: int = 200) -> None:
         self.posts: list[dict] = []
+        self.bodies: list[bytes] = []
         self.status = status
         hook = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 body = self.rfile.read(int(self.headers["Content-Length"]))
+                hook.bodies.append(body)
                 hook.posts.append(json.loads(body))
                 self.send_response(hook.status)
                 self.end_headers()
@@ -142,6 +145,32 @@ def test_downgrade_back_to_the_baseline_resolves_the_alert(
     assert set(drift_gauges(prom).values()) == {0}
     out = capsys.readouterr().out
     assert "no drift" in out and "reinstalled with identical files" in out
+
+
+def test_host_markup_in_the_alert_text_is_plain_text(gpu_host: Path, hook: Hook) -> None:
+    set_sgl_kernel(gpu_host, "0.3.17")
+    [metadata] = site_packages(gpu_host).glob("sgl_kernel-*.dist-info/METADATA")
+    hostile = "0.3.17 <!channel> <https://evil.example|Re-authenticate> &\x1b]0;pwned\x07"
+    metadata.write_text(metadata.read_text().replace("Version: 0.3.17", f"Version: {hostile}"))
+    assert check("--notify", hook.url) == 2
+    [alert] = hook.posts
+    assert "&lt;!channel&gt; &lt;https://evil.example|Re-authenticate&gt; &amp;\\x1b]0;pwned\\x07" in alert["text"]
+    assert "<" not in alert["text"] and "\x1b" not in alert["text"]
+    [kernel] = [c for c in alert["changes"] if c["item"] == "sgl-kernel"]
+    assert kernel["new"] == hostile  # the structured fields are the data, as it was
+    assert not re.search(rb"[\x00-\x1f\x7f-\xff]", hook.bodies[0]), "raw control bytes in the payload"
+
+
+@pytest.mark.parametrize("url", ["https://hooks.slack.com/services/T0 SEKRIT", "https://[::1/hooks/SEKRIT",
+                                 "https://hooks.slack.com:SEKRIT/x", "hooks.slack.com/services/SEKRIT"])
+def test_a_bad_notify_url_is_one_line_without_the_url(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert check("--notify", url) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("driftwatch: error: --notify: ") and len(err.splitlines()) == 1
+    assert "SEKRIT" not in err
 
 
 def test_quiet_prints_once_per_real_change(gpu_host: Path, capsys: pytest.CaptureFixture[str]) -> None:
