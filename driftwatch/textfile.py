@@ -2,7 +2,9 @@
 
 The file is written to a temp file in the same folder and renamed, so node_exporter never
 reads half a file; it is 644 whatever the umask (node_exporter runs as another user). A
-temp file left by a killed run is removed by the next one.
+temp file left by a killed run is removed by the next one. Label values are host
+and probe names shown with ``clean``: the client escapes only ``\\``, ``"`` and newlines,
+and a raw control character would reach whoever reads the metrics.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from driftwatch.diff import DiffResult, Severity
 from driftwatch.errors import UserError
 from driftwatch.fileio import clean_stale_temps, make_dir, replace_file
 from driftwatch.model import ProbeStatus, Snapshot
+from driftwatch.report.safe import clean
 from driftwatch.store import host_dir_name
 
 PROM_MODE, DIR_MODE = 0o644, 0o755
@@ -65,19 +68,20 @@ def write_textfile(
         "driftwatch_store_write_ok", "0 if writing to the snapshot store failed in the check, else 1.", ["host"],
         registry=registry,
     )
-    up.labels(host).set(1 if snapshot is not None else 0)
-    checked.labels(host).set(now if now is not None else time.time())
+    label = clean(host)
+    up.labels(label).set(1 if snapshot is not None else 0)
+    checked.labels(label).set(now if now is not None else time.time())
     health = store or StoreHealth()
-    store_errors.labels(host).set(health.unreadable)
-    store_write_ok.labels(host).set(1 if health.write_ok else 0)
+    store_errors.labels(label).set(health.unreadable)
+    store_write_ok.labels(label).set(1 if health.write_ok else 0)
     if snapshot is not None:
-        duration.labels(host).set(snapshot.duration_s)
+        duration.labels(label).set(snapshot.duration_s)
         for name, record in snapshot.probes.items():
-            probe_ok.labels(host, name).set(1 if record.status in (ProbeStatus.ok, ProbeStatus.skipped) else 0)
+            probe_ok.labels(label, clean(name)).set(1 if record.status in (ProbeStatus.ok, ProbeStatus.skipped) else 0)
     if result is not None:
         counts = result.summary["counts"]
         for severity in Severity:
-            changes.labels(host, severity.value).set(counts.get(severity.value, 0))
+            changes.labels(label, severity.value).set(counts.get(severity.value, 0))
     make_dir(folder, DIR_MODE)
     clean_stale_temps(folder, prefix=_TEMP_PREFIX)
     path = textfile_path(folder, host)
