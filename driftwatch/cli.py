@@ -53,6 +53,21 @@ app = typer.Typer(
 ConfigOpt = Annotated[Optional[str], typer.Option("--config", metavar="FILE", help="Config file (TOML). Default: ./driftwatch.toml, then ~/.config/driftwatch/config.toml.")]
 StoreOpt = Annotated[Optional[str], typer.Option("--store", metavar="DIR", help="Snapshot store folder (default from config: ./snapshots).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout, nothing else.")]
+MIN_SECONDS, MAX_SECONDS = 0.1, 86400.0  # MAX_SECONDS: config.MAX_SECONDS (not imported: pydantic is slow to load)
+MAX_KEEP_DAYS = 36500.0
+
+
+def _seconds(value: float | None) -> float | None:
+    # `not a <= x <= b` also refuses nan, which every comparison calls False.
+    if value is not None and not MIN_SECONDS <= value <= MAX_SECONDS:
+        raise typer.BadParameter(f"{value:g} is not a number of seconds from {MIN_SECONDS:g} to {MAX_SECONDS:g}")
+    return value
+
+
+def _days(value: float | None) -> float | None:
+    if value is not None and not 0 <= value <= MAX_KEEP_DAYS:
+        raise typer.BadParameter(f"{value:g} is not a number of days from 0 to {MAX_KEEP_DAYS:g}")
+    return value
 
 
 def _version(value: bool) -> None:
@@ -79,7 +94,7 @@ def snapshot(
     targets: Annotated[list[str], typer.Argument(metavar="TARGET", help="local, [user@]host[:port], an ssh alias, or a config host/group.", show_default=False)],
     label: Annotated[Optional[list[str]], typer.Option("--label", "-l", metavar="LABEL", help="Label the snapshot (repeatable), e.g. good.")] = None,
     json_out: JsonOpt = False,
-    timeout: Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", help="Per-probe deadline in seconds (default 10).", min=0.1)] = None,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", help="Per-probe deadline in seconds (default 10).", callback=_seconds)] = None,
     parallel: Annotated[int, typer.Option("--parallel", metavar="N", help="Hosts collected at once.", min=1)] = 32,
     accept_new_host_key: Annotated[bool, typer.Option("--accept-new-host-key", help="Trust and save the key of a host not yet in known_hosts (a changed key is always refused).")] = False,
     config: ConfigOpt = None,
@@ -151,7 +166,7 @@ def check(
     json_out: JsonOpt = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Markdown report.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only alerts: a new or different drift, or its resolution (cron mails once per real change).")] = False,
-    timeout: Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", help="Per-probe deadline in seconds.", min=0.1)] = None,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", help="Per-probe deadline in seconds.", callback=_seconds)] = None,
     parallel: Annotated[int, typer.Option("--parallel", metavar="N", help="Hosts checked at once.", min=1)] = 32,
     accept_new_host_key: Annotated[bool, typer.Option("--accept-new-host-key", help="Trust and save the key of a host not yet in known_hosts.")] = False,
     config: ConfigOpt = None,
@@ -188,7 +203,7 @@ def fleet(
     json_out: JsonOpt = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Markdown, for pasting into an issue.")] = False,
     parallel: Annotated[int, typer.Option("--parallel", metavar="N", help="Hosts snapshotted at once (with --snapshot).", min=1)] = 32,
-    timeout: Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", help="Per-probe deadline in seconds (with --snapshot).", min=0.1)] = None,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", help="Per-probe deadline in seconds (with --snapshot).", callback=_seconds)] = None,
     config: ConfigOpt = None,
     store: StoreOpt = None,
 ) -> int:
@@ -222,7 +237,7 @@ def label(
 def prune(
     hosts: Annotated[Optional[list[str]], typer.Argument(metavar="HOST", help="Hosts to prune (default: all).", show_default=False)] = None,
     keep: Annotated[Optional[int], typer.Option("--keep", metavar="N", help="Keep the newest N snapshots per host.", min=1)] = None,
-    keep_days: Annotated[Optional[float], typer.Option("--keep-days", metavar="D", help="Keep snapshots younger than D days.", min=0)] = None,
+    keep_days: Annotated[Optional[float], typer.Option("--keep-days", metavar="D", help="Keep snapshots younger than D days.", callback=_days)] = None,
     json_out: JsonOpt = False,
     config: ConfigOpt = None,
     store: StoreOpt = None,

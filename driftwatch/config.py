@@ -22,6 +22,9 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 LOCAL = "local"
+# The longest deadline a config or flag may set. inf, nan and absurd values passed
+# validation before and failed later (a traceback, or a lock wait of 2 x inf).
+MAX_SECONDS = 86400.0
 
 
 class HostConfig(BaseModel):
@@ -36,8 +39,8 @@ class Config(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     store: str = "snapshots"
-    timeout: float = Field(default=10.0, gt=0)
-    connect_timeout: float = Field(default=10.0, gt=0)
+    timeout: float = Field(default=10.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
+    connect_timeout: float = Field(default=10.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
     accept_new_host_key: bool = False
     ssh_config: str | None = None  # default ~/.ssh/config
     known_hosts: str | None = None  # default ~/.ssh/known_hosts (or UserKnownHostsFile)

@@ -67,6 +67,11 @@ def test_list_show_and_refs(host: Path, capsys: pytest.CaptureFixture[str]) -> N
         (["snapshot", "local", "--config", "missing.toml"], "config file not found"),
         (["list", "gpu99"], "no snapshots of 'gpu99'"),
         (["snapshot", "local", "--timeout", "soon"], "Invalid value"),
+        (["snapshot", "local", "--timeout", "inf"], "inf is not a number of seconds from 0.1 to 86400"),
+        (["snapshot", "local", "--timeout", "nan"], "nan is not a number of seconds"),
+        (["check", "local", "--timeout", "1e9"], "1e+09 is not a number of seconds"),
+        (["fleet", "local", "gpu01", "--snapshot", "--timeout", "-1"], "-1 is not a number of seconds"),
+        (["prune", "--keep-days", "nan"], "nan is not a number of days"),
         (["frobnicate"], "No such command"),
     ],
 )

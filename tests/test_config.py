@@ -54,6 +54,11 @@ def test_host_overrides_and_groups() -> None:
     [
         ("store = ", "not valid TOML"),
         ("timeout = 'soon'", "timeout"),
+        ("timeout = inf", "timeout: Input should be a finite number"),
+        ("timeout = nan", "timeout: Input should be a finite number"),
+        ("connect_timeout = inf", "connect_timeout: Input should be a finite number"),
+        ("connect_timeout = -1", "connect_timeout: Input should be greater than 0"),
+        ("timeout = 1e9", "timeout: Input should be less than or equal to 86400"),
         ("[watch]\nbogus = 1", "bogus"),
         ("[hosts.a]\npython = 3", "python"),
         ("[groups]\nrack = ['nope']", "unknown host"),
@@ -67,3 +72,9 @@ def test_bad_config_is_one_line_user_error(text: str, message: str) -> None:
 def test_explicit_missing_config_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="config file not found"):
         load_config(str(tmp_path / "none.toml"))
+
+
+def test_the_cli_bounds_deadlines_as_the_config_does() -> None:
+    from driftwatch import cli, config
+
+    assert cli.MAX_SECONDS == config.MAX_SECONDS
