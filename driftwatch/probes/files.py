@@ -2,7 +2,9 @@
 
 Globs are expanded by a small stdlib script run by the target's python, fed on stdin, so
 no path ever passes through a shell. The previous snapshot's digests are the hash cache:
-a file whose size, mtime, ctime and inode are unchanged is not read again.
+a file whose size, mtime, ctime and inode are unchanged is not read again. The walk never
+enters a symlink loop and stops at ``max_files`` files or ``ENTRIES_PER_FILE`` times as
+many directory entries, recording ``truncated`` and ``truncated_reason``.
 """
 
 from __future__ import annotations
@@ -10,6 +12,10 @@ from __future__ import annotations
 import json
 
 from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeSkipped, run_target_python
+
+# Directory entries the walk may read per file it may record: room for trees where few
+# names match (a site-packages walked for one package's *.so), yet a bound.
+ENTRIES_PER_FILE = 50
 
 
 def cache_from(previous: Facts) -> dict[str, list[object]]:
@@ -43,6 +49,7 @@ class FilesProbe:
             "patterns": ctx.watch.files,
             "max_hash_bytes": ctx.watch.max_hash_bytes,
             "max_files": ctx.watch.max_files,
+            "max_entries": ENTRIES_PER_FILE * ctx.watch.max_files,
             "cache": cache_from(ctx.previous),
         }
         result = run_target_python(ctx, "files_collect.py", json.dumps(request).encode())

@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
+import glob
 import hashlib
+import json
 import os
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from driftwatch.collect import run_probe
 from driftwatch.model import ProbeStatus
-from driftwatch.probes.base import ProbeContext
+from driftwatch.probes.base import ProbeContext, load_script
 from driftwatch.probes.files import FilesProbe
 from driftwatch.settings import WatchSettings
 from driftwatch.transport.local import LocalTransport
+from tests.venvs import old_pythons
 
 
-def collect(patterns: list[str], previous: dict | None = None, **watch: object) -> dict:
-    ctx = ProbeContext(transport=LocalTransport(), watch=WatchSettings(files=patterns, **watch), previous=previous or {})
+def collect(patterns: list[str], previous: dict | None = None, timeout: float = 10.0, **watch: object) -> dict:
+    settings = WatchSettings(files=patterns, **watch)
+    ctx = ProbeContext(transport=LocalTransport(), watch=settings, previous=previous or {}, timeout=timeout)
     record = run_probe(FilesProbe(), ctx)
     assert record.status is ProbeStatus.ok, record.error
     return record.facts
@@ -79,3 +86,67 @@ def test_hash_cache_reuses_unchanged_and_notices_same_size_same_mtime_rewrite(tm
 def test_no_patterns_is_skipped() -> None:
     record = run_probe(FilesProbe(), ProbeContext(transport=LocalTransport(), watch=WatchSettings(files=[])))
     assert record.status is ProbeStatus.skipped
+
+
+def make_loops(root: Path, loops: int) -> None:
+    """The tree of make_tree (3 .py files) plus one more, and directory symlinks back up it."""
+    make_tree(root)
+    (root / "srt" / "layers" / "moe.py").write_text("c = 3\n")
+    (root / "srt" / "layers" / "up").symlink_to("..")
+    if loops > 1:
+        (root / "srt" / "layers" / "top").symlink_to("../..")
+
+
+def test_one_symlink_loop_lists_each_file_once(tmp_path: Path) -> None:
+    make_loops(tmp_path, 1)
+    facts = collect([f"{tmp_path}/srt/**/*.py"], timeout=20)
+    assert sorted(facts["files"]) == [f"{tmp_path}/srt/layers/attention.py", f"{tmp_path}/srt/layers/moe.py",
+                                      f"{tmp_path}/srt/server_args.py"]
+    assert facts["truncated"] is False and facts["truncated_reason"] is None
+
+
+def test_two_symlink_loops_and_max_files_bound_the_walk(tmp_path: Path) -> None:
+    make_loops(tmp_path, 2)
+    facts = collect([f"{tmp_path}/**"], timeout=20)
+    assert len(facts["files"]) == 4 and facts["truncated"] is False
+    facts = collect([f"{tmp_path}/**"], max_files=2, timeout=20)
+    assert len(facts["files"]) == 2 and facts["truncated"] is True
+    assert facts["truncated_reason"] == "more files matched than max_files = 2"
+
+
+def test_walk_stops_after_its_entry_budget_and_says_so(tmp_path: Path) -> None:
+    (tmp_path / "noise").mkdir()
+    for i in range(60):
+        (tmp_path / "noise" / f"n{i}.txt").write_text("")
+    (tmp_path / "noise" / "deep").mkdir()
+    (tmp_path / "noise" / "deep" / "x.py").write_text("")
+    facts = collect([f"{tmp_path}/**/*.py"], max_files=1, timeout=20)  # 50 entries per file allowed
+    assert facts["truncated"] is True and facts["files"] == {}
+    assert facts["truncated_reason"] == "the walk stopped after reading 50 directory entries"
+
+
+def test_walk_finds_what_glob_finds_without_loops(tmp_path: Path) -> None:
+    make_tree(tmp_path)
+    (tmp_path / "srt" / ".hidden").mkdir()
+    (tmp_path / "srt" / ".hidden" / "h.py").write_text("")
+    (tmp_path / "srt" / ".dot.py").write_text("")
+    (tmp_path / "srt" / "linked").symlink_to(tmp_path / "srt" / "layers")  # not a loop: followed, as glob does
+    (tmp_path / "srt" / "broken.py").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "srt" / "a1.py").write_text("")
+    (tmp_path / "srt" / "b2.py").write_text("")
+    for pattern in ["srt/**/*.py", "srt/**", "srt/*.py", "srt/.*.py", "srt/[ab]?.py", "*/layers/*.py", "srt/server_args.py",
+                    "srt/**/layers/**/*.py", "srt/nothing/*.py"]:
+        matched = glob.glob(f"{tmp_path}/{pattern}", recursive=True)
+        expected = {p for p in matched if os.path.isfile(p) or not os.path.exists(p)}  # files and broken links
+        facts = collect([f"{tmp_path}/{pattern}"])
+        assert set(facts["files"]) == expected, pattern
+    assert facts["files"] == {} and facts["truncated"] is False
+
+
+@pytest.mark.parametrize("python", old_pythons() or [pytest.param(None, marks=pytest.mark.skip("no python3.8/3.9 here"))])
+def test_walker_runs_on_old_pythons(tmp_path: Path, python: str) -> None:
+    make_loops(tmp_path, 2)
+    request = {"patterns": [f"{tmp_path}/**/*.py"], "max_files": 10, "max_entries": 500, "max_hash_bytes": 1 << 20, "cache": {}}
+    out = subprocess.run([python, "-I", "-S", "-c", load_script("files_collect.py")], input=json.dumps(request).encode(),
+                         capture_output=True, check=True, timeout=30).stdout
+    assert len(json.loads(out)["files"]) == 3
