@@ -1,7 +1,9 @@
 """Watched files (the ``files`` probe): content by sha256, not by timestamp.
 
 An mtime that moved over identical content is the "edited and reverted" case, which
-must read differently from an edit that was left in place.
+must read differently from an edit that was left in place. A walk that stopped at its bound
+(``truncated``) did not look at every file: a file it did not list is not known to be gone
+(or new), so it is counted in one note instead of reported removed or added.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from driftwatch.diff.change import Change, Severity
 from driftwatch.diff.context import DiffContext, Facts, as_dict
 from driftwatch.diff.generic import changed_keys
 
-KEYS = frozenset({"patterns", "files", "truncated"})
+KEYS = frozenset({"patterns", "files", "truncated", "truncated_reason"})
 
 # Content that changes what runs: code, compiled code, kernels, configuration.
 SOURCE_SUFFIXES = (
@@ -35,30 +37,35 @@ def diff_files(old: Facts, new: Facts, ctx: DiffContext) -> list[Change]:
     old_files, new_files = as_dict(old.get("files")), as_dict(new.get("files"))
     changes = [_watch_list(old, new)] if old.get("patterns") != new.get("patterns") else []
     if old.get("truncated") != new.get("truncated"):
-        state = (
-            "truncated (more files matched than max_files)"
-            if new.get("truncated")
-            else "complete again"
-        )
+        state = f"truncated ({_reason(new)})" if new.get("truncated") else "complete again"
         text = f"the watched file list is {state}: files beyond the limit are not compared"
-        changes.append(
-            Change(
-                "file",
-                "(file list)",
-                old.get("truncated"),
-                new.get("truncated"),
-                Severity.info,
-                text,
-            )
-        )
+        changes.append(Change("file", "(file list)", old.get("truncated"), new.get("truncated"), Severity.info, text))
+    unlisted = 0
     for path in changed_keys(old_files, new_files):
         o, n = old_files.get(path), new_files.get(path)
+        if (o is None and old.get("truncated")) or (n is None and new.get("truncated")):
+            unlisted += 1  # the walk that does not list it stopped early: absent is not known
+            continue
         change = _one_file(
             path, as_dict(o) if o is not None else None, as_dict(n) if n is not None else None
         )
         if change is not None:
             changes.append(change)
+    if unlisted:
+        changes.append(_unlisted(unlisted, old, new))
     return changes
+
+
+def _reason(facts: Facts) -> str:
+    return str(facts.get("truncated_reason") or "more files matched than max_files")
+
+
+def _unlisted(count: int, old: Facts, new: Facts) -> Change:
+    sides = [(side, facts) for side, facts in (("old", old), ("new", new)) if facts.get("truncated")]
+    why = "; ".join(f"the {side} walk stopped early: {_reason(facts)}" for side, facts in sides)
+    noun = "file" if count == 1 else "files"
+    text = f"{count} {noun} listed on one side only not compared ({why})"
+    return Change("file", "(file list)", None, count, Severity.info, text)
 
 
 def _watch_list(old: Facts, new: Facts) -> Change:

@@ -42,7 +42,7 @@ def files_facts(facts: dict[str, Any], view: HostView) -> tuple[FactMap, frozens
     if "truncated" in facts:
         out["files.truncated"] = Fact("files", "file", "(file list)", "more files than max_files",
                                       freeze(facts["truncated"]), Severity.low)
-    return out, frozenset({"files", "patterns", "truncated"})
+    return out, frozenset({"files", "patterns", "truncated", "truncated_reason"})
 
 
 def processes_facts(facts: dict[str, Any], view: HostView) -> tuple[FactMap, frozenset[str]]:

@@ -55,3 +55,19 @@ def test_times_within_one_minute_are_shown_to_the_second() -> None:
     change = diff_after(lambda f: f["files"]["files"][ARGS].update(mtime=INSTALLED + 7)).changes[0]
     assert (change.old, change.new) == ("2026-02-19 10:00:00 UTC", "2026-02-19 10:00:07 UTC")
     assert "10:00:00 UTC → 2026-02-19 10:00:07 UTC" in change.explanation
+
+
+def test_a_truncated_walk_does_not_report_unlisted_files_as_removed() -> None:
+    def edit(f: dict) -> None:  # type: ignore[type-arg]
+        facts = f["files"]
+        facts.update(truncated=True, truncated_reason="more files matched than max_files = 1")
+        kept = next(iter(facts["files"]))
+        facts["files"] = {kept: facts["files"][kept]}
+
+    changes = diff_after(edit).changes
+    assert [c.severity for c in changes] == [Severity.info, Severity.info]
+    assert "truncated (more files matched than max_files = 1)" in changes[0].explanation
+    assert changes[1].explanation == (
+        "2 files listed on one side only not compared (the new walk stopped early: more files matched than max_files = 1)"
+    )
+    assert not any("deleted" in c.explanation for c in changes)
