@@ -7,6 +7,33 @@ enough memory": 21.7 GB free after loading weights leaves a negative KV cache bu
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+
+class StandinServer:
+    """A stand-in ``python -m sglang.launch_server`` (a module of the test venv that only
+    sleeps), launched with a chosen command line and environment, in its own session."""
+
+    def __init__(self, python: Path, model: str) -> None:
+        self.python, self.model = python, model
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def launch(self, flags: list[str], env: dict[str, str]) -> None:
+        self.stop()
+        argv = [str(self.python), "-m", "sglang.launch_server", "--model-path", self.model, *flags]
+        self.proc = subprocess.Popen(argv, env={**os.environ, **env}, start_new_session=True)
+        time.sleep(0.3)  # let it exec, so /proc shows its argv
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            self.proc = None
+
 
 def seed_log(fraction: float, *, fails: bool) -> str:
     lines = [

@@ -11,9 +11,6 @@ secret may reach the store.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from driftwatch.cli import main
-from tests.seed import seed_log
+from tests.seed import StandinServer, seed_log
 from tests.sshd import Sshd
 from tests.venvs import make_gpu_venv, sglang_checkout
 
@@ -31,26 +28,17 @@ HF_TOKEN = "hf_" + "QwErTyUiOpAsDfGhJkLzXcVbNm123456"
 API_KEY = "sk-" + "seedincident0123456789abcdef"
 
 
-class Server:
+class Server(StandinServer):
     def __init__(self, python: Path, model: str, logs: Path) -> None:
-        self.python, self.model, self.logs = python, model, logs
-        self.proc: subprocess.Popen[bytes] | None = None
+        super().__init__(python, model)
+        self.logs = logs
 
     def start(self, *flags: str, log: str) -> None:
         self.stop()
         path = self.logs / f"server-{time.time_ns()}.log"
         path.write_text(log)
-        env = {**os.environ, "SGLANG_ENABLE_JIT_DEEPGEMM": "0", "NCCL_DEBUG": "INFO", "HF_TOKEN": HF_TOKEN}
-        argv = [str(self.python), "-m", "sglang.launch_server", "--model-path", self.model, "--tp-size", "8",
-                "--api-key", API_KEY, "--port", "30000", *flags]
-        self.proc = subprocess.Popen(argv, env=env, start_new_session=True)
-        time.sleep(0.3)  # let it exec, so /proc shows its argv
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-            self.proc = None
+        env = {"SGLANG_ENABLE_JIT_DEEPGEMM": "0", "NCCL_DEBUG": "INFO", "HF_TOKEN": HF_TOKEN}
+        self.launch(["--tp-size", "8", "--api-key", API_KEY, "--port", "30000", *flags], env)
 
 
 @pytest.fixture
