@@ -222,7 +222,7 @@ def test_one_bad_target_never_hides_the_others(
 def test_failed_webhook_is_a_warning_without_the_secret(
     gpu_host: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("driftwatch.notify.BACKOFF_S", 0.01)
+    monkeypatch.setattr("driftwatch.cron.notify.BACKOFF_S", 0.01)
     broken = Hook(status=500)
     try:
         set_sgl_kernel(gpu_host, "0.3.17")

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from driftwatch.alerts import AlertState
+from driftwatch.cron.alerts import AlertState
 from driftwatch.errors import StoreError, UserError
 from driftwatch.store import LAYOUT_MARK, SnapshotStore, host_dir_name, host_from_dir_name, load_snapshot, resolve_ref
-from driftwatch.textfile import write_textfile
+from driftwatch.cron.textfile import write_textfile
 from tests.builders import snapshot
 
 

@@ -11,7 +11,7 @@ from filelock import Timeout as LockTimeout
 from rich.text import Text
 
 from driftwatch import interrupt
-from driftwatch.alerts import AlertKind, AlertState, fingerprint
+from driftwatch.cron.alerts import AlertKind, AlertState, fingerprint
 from driftwatch.commands.common import host_message, load, print_json, stderr_console
 from driftwatch.commands.diff import output_format, print_report
 from driftwatch.commands.snapshot import HostOutcome, take_snapshot
@@ -19,12 +19,12 @@ from driftwatch.config import Config, Target, resolve_targets
 from driftwatch.diff import DiffOptions, DiffResult, diff_snapshots
 from driftwatch.errors import StoreError, UserError
 from driftwatch.model import Snapshot
-from driftwatch.notify import send, validate_destination
+from driftwatch.cron.notify import send, validate_destination
 from driftwatch.report.diff import headline
 from driftwatch.report.safe import clean
-from driftwatch.retention import save_deduplicated
+from driftwatch.cron.retention import save_deduplicated
 from driftwatch.store import SnapshotStore, validate_label
-from driftwatch.textfile import StoreHealth, check_textfile_folder, write_textfile
+from driftwatch.cron.textfile import StoreHealth, check_textfile_folder, write_textfile
 
 EXIT_OK, EXIT_ERROR, EXIT_DRIFT = 0, 1, 2
 

@@ -7,7 +7,7 @@ from rich.text import Text
 from driftwatch.commands.common import load, print_json, stdout_console, store_warnings
 from driftwatch.errors import UserError
 from driftwatch.report.safe import clean
-from driftwatch.retention import prune
+from driftwatch.cron.retention import prune
 from driftwatch.store import resolve_ref, validate_label
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from driftwatch.textfile import write_textfile
+from driftwatch.cron.textfile import write_textfile
 from tests.builders import snapshot
 
 
