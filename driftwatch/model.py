@@ -16,7 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from driftwatch import __version__
 
-SCHEMA_VERSION = 1
+# 2: every snapshot is redacted by driftwatch.redact's full rules (webhook and URL
+# credentials included); a version-1 snapshot is redacted again when it is read.
+SCHEMA_VERSION = 2
 VOLATILE_KEY = "volatile"
 
 

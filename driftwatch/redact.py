@@ -276,3 +276,32 @@ def redact_strings(value: Any) -> Any:
 
 
 _PLAIN = frozenset({int, float, bool, type(None)})
+
+
+def redact_stored_probe(probe: str, facts: dict[str, Any]) -> dict[str, Any]:
+    """A probe's facts from a snapshot stored before these rules, passed through the same
+    redaction a new snapshot gets (so an old baseline never prints, diffs or alerts a
+    secret it kept verbatim, and compares with new snapshots like for like)."""
+    if probe == "processes":
+        facts = dict(facts)
+        servers = facts.get("servers")
+        if isinstance(servers, dict):
+            facts["servers"] = {key: _stored_server(server) for key, server in servers.items()}
+        if isinstance(facts.get("login_env"), dict):
+            facts["login_env"] = redact_env({str(k): str(v) for k, v in facts["login_env"].items()})
+    elif probe == "logs":
+        facts = redact_facts(facts)
+    return redact_strings(facts)
+
+
+def _stored_server(server: Any) -> Any:
+    if not isinstance(server, dict):
+        return server
+    server = dict(server)
+    if isinstance(server.get("argv"), list):
+        server["argv"] = redact_argv([str(word) for word in server["argv"]])
+    if isinstance(server.get("args"), dict):
+        server["args"] = redact_facts(server["args"])
+    if isinstance(server.get("env"), dict):
+        server["env"] = redact_env({str(k): str(v) for k, v in server["env"].items()})
+    return server

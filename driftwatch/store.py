@@ -422,11 +422,26 @@ def load_snapshot(path: str | Path) -> Snapshot:
             f"{path}: written by a newer driftwatch (schema {version}, this one reads {SCHEMA_VERSION}); upgrade driftwatch"
         )
     try:
-        return Snapshot.model_validate(data)
+        snapshot = Snapshot.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
         raise StoreError(f"{path}: not a valid driftwatch snapshot ({where}: {err['msg']})") from exc
+    return _redacted_if_old(snapshot)
+
+
+def _redacted_if_old(snapshot: Snapshot) -> Snapshot:
+    """Snapshots of schema 1 were stored before the full redaction rules: redact them as
+    they are read, so no command prints, diffs or sends what they kept verbatim."""
+    if snapshot.schema_version >= 2:
+        return snapshot
+    from driftwatch.redact import redact_stored_probe, redact_value  # only old stores pay for it
+
+    for name, record in snapshot.probes.items():
+        record.facts = redact_stored_probe(name, record.facts)
+        record.error = redact_value(record.error) if record.error else record.error
+    snapshot.schema_version = SCHEMA_VERSION  # a rewrite (a new label) stores it redacted
+    return snapshot
 
 
 def parse_ref(ref: str) -> tuple[str, str]:

@@ -187,3 +187,25 @@ def test_a_write_cleans_temp_files_of_killed_writers(store: SnapshotStore) -> No
     os.utime(stale, (time.time() - 120, time.time() - 120))
     store.save(snapshot(minutes=1))
     assert not stale.exists() and fresh.exists(), "only a temp file over a minute old is a dead writer's"
+
+
+def test_a_snapshot_stored_before_full_redaction_is_redacted_when_read(tmp_path: Path) -> None:
+    from driftwatch.store import load_snapshot
+    from tests.diff.builders import make_snapshot
+
+    hook = "https://hooks.slack.com/services/T000/B000/" + "X" * 24
+    dsn = "postgres://app:hunter2@db.internal:5432/app"
+    server = {"kind": "sglang", "entry": "sglang.launch_server", "model": "/m",
+              "argv": ["python3", "-m", "sglang.launch_server", "--webhook-url", hook],
+              "args": {"webhook_url": hook}, "env": {"SGLANG_WEBHOOK_URL": hook}, "libraries": [], "volatile": {}}
+    processes = {"servers": {"sglang.launch_server": server}, "truncated": False,
+                 "login_env": {"SENTRY_DSN": dsn}, "login_env_error": None}
+    old = make_snapshot(processes=processes).model_dump(mode="json")
+    old["schema_version"] = 1  # what driftwatch wrote before these rules
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))
+    loaded = load_snapshot(path)
+    text = loaded.model_dump_json()
+    assert "T000/B000" not in text and "hunter2" not in text
+    assert "https://hooks.slack.com/" in text and "db.internal" in text  # the host stays visible
+    assert loaded.schema_version == 2
