@@ -291,7 +291,33 @@ def redact_stored_probe(probe: str, facts: dict[str, Any]) -> dict[str, Any]:
             facts["login_env"] = redact_env({str(k): str(v) for k, v in facts["login_env"].items()})
     elif probe == "logs":
         facts = redact_facts(facts)
+    elif probe == "python":
+        # Hundreds of distributions: only the fields that can carry a URL are read, so an
+        # old store stays as fast to read as a new one.
+        return _stored_python(facts)
+    elif probe in ("files", "gpu", "system"):
+        return facts  # paths, hashes, numbers and names: nothing of theirs was ever a secret
     return redact_strings(facts)
+
+
+def _stored_python(facts: dict[str, Any]) -> dict[str, Any]:
+    interpreters = facts.get("interpreters")
+    if not isinstance(interpreters, dict):
+        return redact_strings(facts)
+    out = dict(facts, interpreters={})
+    for key, entry in interpreters.items():
+        if isinstance(entry, dict) and isinstance(entry.get("distributions"), dict):
+            dists = {name: _stored_dist(dist) for name, dist in entry["distributions"].items()}
+            entry = dict(entry, distributions=dists)
+        out["interpreters"][key] = entry
+    return out
+
+
+def _stored_dist(dist: Any) -> Any:
+    if not isinstance(dist, dict):
+        return dist
+    fields = {k: redact_strings(dist[k]) for k in ("direct_url", "requires") if dist.get(k)}
+    return {**dist, **fields} if fields else dist
 
 
 def _stored_server(server: Any) -> Any:

@@ -209,3 +209,20 @@ def test_a_snapshot_stored_before_full_redaction_is_redacted_when_read(tmp_path:
     assert "T000/B000" not in text and "hunter2" not in text
     assert "https://hooks.slack.com/" in text and "db.internal" in text  # the host stays visible
     assert loaded.schema_version == 2
+
+
+def test_an_old_python_probe_loses_url_credentials_only(tmp_path: Path) -> None:
+    from driftwatch.store import load_snapshot
+    from tests.diff.builders import baseline, dists, make_snapshot
+
+    facts = baseline()
+    dists(facts)["sglang"].update(direct_url="https://builduser:s3cr3t@git.example.com/sglang.git")
+    dists(facts)["torch"]["requires"].append("triton @ https://ci:tok@pypi.example.com/triton.whl")
+    old = make_snapshot(**facts).model_dump(mode="json")
+    old["schema_version"] = 1
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))
+    loaded = load_snapshot(path)
+    text = loaded.model_dump_json()
+    assert "s3cr3t" not in text and "ci:tok" not in text and "git.example.com" in text
+    assert loaded.facts("files") == make_snapshot(**baseline()).facts("files")
