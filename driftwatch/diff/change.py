@@ -7,8 +7,9 @@ produce thousands of changes, and nothing here is read from untrusted input.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import Enum
-from typing import Any
+from typing import Any, Literal
 
 from driftwatch.settings import DEFAULT_FOCUS
 
@@ -55,6 +56,27 @@ CATEGORIES = (
 
 
 @dataclass(frozen=True, slots=True)
+class Waiver:
+    """Why a change is, by a person's decision, not drift: accepted for this host
+    (``driftwatch accept``) or ignored by a config ``[[ignore]]`` rule."""
+
+    kind: Literal["accepted", "ignored"]
+    reason: str
+    by: str = ""  # accepted: user@machine
+    at: datetime | None = None  # accepted: when
+    until: datetime | None = None
+    rule: str = ""  # ignored: which [[ignore]] rule, described
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind, "reason": self.reason, "by": self.by or None,
+            "at": self.at.isoformat() if self.at else None,
+            "until": self.until.isoformat() if self.until else None,
+            "rule": self.rule or None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Change:
     category: str
     item: str
@@ -73,14 +95,26 @@ class Change:
     # How a report names the item when the item is an identity nobody reads (a GPU UUID):
     # "GPU 0 (H200, 00000000:18:00.0)". The item stays the identity (JSON, fingerprints).
     label: str = ""
+    # Accepted or ignored: shown as such, never drift (see driftwatch/triage/).
+    waiver: Waiver | None = None
+    # Why a change someone accepted or ignored counts again: "changed again since accepted
+    # (...)", "acceptance expired ...". Never silent: reports print it with the change.
+    lapsed: str = ""
 
     @property
     def shown_item(self) -> str:
         return self.label or str(self.item)
 
     @property
+    def status(self) -> str:
+        """drift, context, accepted or ignored: what a report files the change under."""
+        if self.waiver is not None:
+            return self.waiver.kind
+        return "context" if self.context else "drift"
+
+    @property
     def drift(self) -> bool:
-        return not self.context
+        return not self.context and self.waiver is None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -91,12 +125,15 @@ class Change:
             "severity": self.severity.value,
             "explanation": self.explanation,
             "drift": self.drift,
+            "status": self.status,
+            "waiver": self.waiver.to_json() if self.waiver else None,
+            "lapsed": self.lapsed or None,
         }
 
 
 @dataclass(frozen=True)
 class DiffOptions:
-    include_volatile: bool = False  # the CLI's --all
+    include_volatile: bool = False  # the CLI's --all (diff)
     free_memory_threshold_mib: int = 1024
     focus: list[str] = field(default_factory=lambda: list(DEFAULT_FOCUS))
 
@@ -117,7 +154,10 @@ class DiffResult:
 
     @property
     def context_changes(self) -> list[Change]:
-        return [change for change in self.changes if change.context]
+        return [change for change in self.changes if change.status == "context"]
+
+    def with_status(self, status: str) -> list[Change]:
+        return [change for change in self.changes if change.status == status]
 
     def to_json(self) -> dict[str, Any]:
         return {"changes": [c.to_json() for c in self.changes], "summary": self.summary}

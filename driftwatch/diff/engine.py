@@ -93,22 +93,36 @@ def cloned_image(old: Snapshot, new: Snapshot) -> bool:
 def summarize(
     changes: list[Change], old: Snapshot, new: Snapshot, different: bool
 ) -> dict[str, Any]:
-    # Counts, the total and the most likely cause are about drift: context findings
-    # change nothing that runs, so they never count (nor alert, nor set the exit code).
-    drift = [change for change in changes if change.drift]
-    counts = {s.value: 0 for s in Severity}
-    for change in drift:
-        counts[change.severity.value] += 1
     return {
-        "total": len(drift),
-        "counts": counts,
-        "context": len(changes) - len(drift),
-        "most_likely_cause": drift[0].explanation if drift else None,
+        **tally(changes),
         "old": _side(old),
         "new": _side(new),
         "different_hosts": different,
         "cloned_image": cloned_image(old, new),
     }
+
+
+def tally(changes: list[Change]) -> dict[str, Any]:
+    """The summary's counts, over ranked changes. Counts, the total and the most likely
+    cause are about drift: context findings change nothing that runs, and accepted or
+    ignored ones were decided on, so none of them count (nor alert, nor set the exit code)."""
+    drift = [change for change in changes if change.drift]
+    counts = {s.value: 0 for s in Severity}
+    for change in drift:
+        counts[change.severity.value] += 1
+    statuses = [change.status for change in changes]
+    return {
+        "total": len(drift),
+        "counts": counts,
+        "context": statuses.count("context"),
+        "accepted": statuses.count("accepted"),
+        "ignored": statuses.count("ignored"),
+        "most_likely_cause": _cause(drift[0]) if drift else None,
+    }
+
+
+def _cause(change: Change) -> str:
+    return f"{change.explanation} ({change.lapsed})" if change.lapsed else change.explanation
 
 
 def _side(snapshot: Snapshot) -> dict[str, Any]:

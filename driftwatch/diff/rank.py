@@ -31,6 +31,6 @@ def prior(change: Change) -> int:
 
 
 def rank_changes(changes: list[Change]) -> list[Change]:
-    """Drift before context; then by severity, category prior, magnitude; ties keep their
-    order (sort is stable)."""
-    return sorted(changes, key=lambda c: (c.context, -c.severity.rank, prior(c), -c.magnitude))
+    """Drift before the rest (context, accepted, ignored); then by severity, category prior,
+    magnitude; ties keep their order (sort is stable)."""
+    return sorted(changes, key=lambda c: (not c.drift, -c.severity.rank, prior(c), -c.magnitude))

@@ -83,7 +83,11 @@ def test_summary() -> None:
         "severity",
         "explanation",
         "drift",
+        "status",  # drift, context, accepted or ignored
+        "waiver",  # who accepted it or which rule ignores it, and why
+        "lapsed",  # why an accepted or ignored change counts again
     }
+    assert as_json["changes"][0]["status"] == "drift" and as_json["changes"][0]["waiver"] is None
 
 
 def test_identical_snapshots_report_nothing() -> None:
