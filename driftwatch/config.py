@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from driftwatch.errors import UserError
 from driftwatch.settings import WatchSettings
+from driftwatch.triage.ignore import IgnoreRule
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -48,6 +49,7 @@ class Config(BaseModel):
     watch: WatchSettings = Field(default_factory=WatchSettings)
     hosts: dict[str, HostConfig] = Field(default_factory=dict)
     groups: dict[str, list[str]] = Field(default_factory=dict)
+    ignore: list[IgnoreRule] = Field(default_factory=list)  # [[ignore]]: never drift (see triage/)
     source: str | None = None  # the file this came from, for messages
 
 
@@ -101,13 +103,20 @@ def parse_config(text: str, *, source: str = "<config>") -> Config:
         unknown = [m for m in members if m not in config.hosts and m not in config.groups]
         if unknown:
             raise UserError(f"{source}: group {group!r} names unknown host(s): {', '.join(unknown)}")
+    for number, rule in enumerate(config.ignore, 1):
+        unknown = [g for g in rule.groups if g not in config.groups]
+        if unknown:
+            raise UserError(f"{source}: {rule.describe(number)} names unknown group(s): {', '.join(unknown)}")
     return config
 
 
 def _first_error(exc: ValidationError) -> str:
     err = exc.errors()[0]
-    where = ".".join(str(p) for p in err["loc"])
-    return f"{where}: {err['msg']}"
+    loc = list(err["loc"])
+    if len(loc) >= 2 and loc[0] == "ignore" and isinstance(loc[1], int):
+        loc[:2] = [f"[[ignore]] #{loc[1] + 1}"]  # as the reader counts the tables in the file
+    where = ".".join(str(p) for p in loc)
+    return f"{where}: {err['msg'].removeprefix('Value error, ')}"
 
 
 def host_watch(config: Config, name: str) -> WatchSettings:

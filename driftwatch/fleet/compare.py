@@ -13,7 +13,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from driftwatch.diff.change import Change, DiffOptions, Severity
+from driftwatch.diff.change import Change, DiffOptions, Severity, Waiver
 from driftwatch.diff.context import DiffContext
 from driftwatch.diff.rank import rank_changes
 from driftwatch.fleet import explain
@@ -55,13 +55,20 @@ class Finding:
 class FleetResult:
     findings: list[Finding]
     summary: dict[str, Any]
+    # Findings a config [[ignore]] rule names for every host they name: shown with --all,
+    # counted, never an outlier (see driftwatch/triage/).
+    ignored: list[tuple[Finding, Waiver]] = field(default_factory=list)
 
     @property
     def agree(self) -> bool:
         return not self.findings
 
     def to_json(self) -> dict[str, Any]:
-        return {"findings": [f.to_json() for f in self.findings], "summary": self.summary}
+        return {
+            "findings": [f.to_json() for f in self.findings],
+            "ignored": [{**f.to_json(), "waiver": w.to_json()} for f, w in self.ignored],
+            "summary": self.summary,
+        }
 
 
 def compare_fleet(snapshots: Mapping[str, Snapshot], options: DiffOptions | None = None) -> FleetResult:

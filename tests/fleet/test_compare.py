@@ -183,7 +183,7 @@ def test_ranking_follows_the_diff_and_the_worst_host_comes_first() -> None:
 
 def test_json_has_findings_and_summary_with_every_key() -> None:
     document = json.loads(json.dumps(fleet(3, {3: old_nccl}).to_json()))
-    assert set(document) == {"findings", "summary"}
+    assert set(document) == {"findings", "ignored", "summary"}  # ignored: what [[ignore]] rules hide
     [finding] = document["findings"]
     assert {"category", "item", "severity", "explanation", "majority", "outliers", "values"} <= set(finding)
     assert finding["outliers"] == [{"host": "gpu03", "value": "2.21.5"}]
