@@ -18,7 +18,7 @@ from typer.core import TyperArgument, TyperCommand
 from typer.exceptions import TyperException
 
 from driftwatch import __version__
-from driftwatch.errors import DriftwatchError
+from driftwatch.errors import DriftwatchError, UserError
 
 EXIT_OK, EXIT_ERROR, EXIT_DRIFT, EXIT_PARTIAL = 0, 1, 2, 3
 
@@ -144,13 +144,16 @@ def diff(
     new: Annotated[str, typer.Argument(metavar="NEW", help="REF of the state to explain, e.g. gpu01@latest.")],
     json_out: JsonOpt = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Markdown, for pasting into an issue.")] = False,
-    all_: Annotated[bool, typer.Option("--all", help="Also show volatile readings (temperature, clocks, uptime...).")] = False,
+    all_: Annotated[bool, typer.Option("--all", help="Also show volatile readings (temperature, clocks, uptime...) and the changes the config's ignore rules hide.")] = False,
     config: ConfigOpt = None,
     store: StoreOpt = None,
 ) -> int:
     """Explain what changed from OLD to NEW, most likely cause first.
 
-    Exit 0 no drift, 2 drift, 1 error. Works across hosts too (with a warning).
+    Exit 0 no drift, 2 drift, 1 error. Works across hosts too (with a warning). The
+    config's ignore rules apply (the changes they hide are counted in one line); when
+    OLD is HOST@LABEL, the acceptances of NEW's host against that baseline apply too
+    (see accept). Accepted and ignored changes are not drift.
     """
     from driftwatch.commands.diff import run_diff
 
@@ -166,6 +169,7 @@ def check(
     json_out: JsonOpt = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Markdown report.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only alerts: a new or different drift, or its resolution (cron mails once per real change).")] = False,
+    all_: Annotated[bool, typer.Option("--all", help="Also list the changes the config's ignore rules hide (volatile readings are never drift in check).")] = False,
     timeout: Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", help="Per-probe deadline in seconds.", callback=_seconds)] = None,
     parallel: Annotated[int, typer.Option("--parallel", metavar="N", help="Hosts checked at once.", min=1)] = 32,
     accept_new_host_key: Annotated[bool, typer.Option("--accept-new-host-key", help="Trust and save the key of a host not yet in known_hosts.")] = False,
@@ -175,7 +179,9 @@ def check(
     """Snapshot now, diff against the baseline, alert once per new drift (for cron).
 
     Exit 0 no drift, 2 drift, 1 error (unreachable, no baseline yet). Notifications go
-    out when the drift is new or different, and once more when it is resolved.
+    out when the drift is new or different, and once more when it is resolved. Accepted
+    changes (see accept) and those the config's ignore rules name are shown but are
+    not drift, until they expire or change again.
     """
     from pathlib import Path
 
@@ -189,6 +195,7 @@ def check(
         textfile=Path(textfile) if textfile else None,
         accept_new_host_key=accept_new_host_key,
         quiet=quiet,
+        show_ignored=all_,
     )
     return run_check(
         targets, request=request, json_out=json_out, markdown=markdown, parallel=parallel,
@@ -204,6 +211,7 @@ def fleet(
     markdown: Annotated[bool, typer.Option("--markdown", help="Markdown, for pasting into an issue.")] = False,
     parallel: Annotated[int, typer.Option("--parallel", metavar="N", help="Hosts snapshotted at once (with --snapshot).", min=1)] = 32,
     timeout: Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", help="Per-probe deadline in seconds (with --snapshot).", callback=_seconds)] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Also list the findings the config's ignore rules hide.")] = False,
     config: ConfigOpt = None,
     store: StoreOpt = None,
 ) -> int:
@@ -211,12 +219,63 @@ def fleet(
 
     For every fact the hosts disagree on: the majority value and each outlier host with
     its value, ranked like diff. Identity (hostnames, boot ids, GPU UUIDs) and volatile
-    readings are never outliers. Exit 0 all agree, 2 outliers, 1 error.
+    readings are never outliers. A finding the config's ignore rules name for every
+    host it names is counted in one line, not an outlier. Exit 0 all agree, 2 outliers,
+    1 error.
     """
     from driftwatch.commands.fleet import FleetRequest, run_fleet
 
-    request = FleetRequest(fresh=snapshot_now, json_out=json_out, markdown=markdown, parallel=parallel, timeout=timeout)
+    request = FleetRequest(
+        fresh=snapshot_now, json_out=json_out, markdown=markdown, parallel=parallel, timeout=timeout, show_ignored=all_
+    )
     return run_fleet(targets, request, config_path=config, store_path=store)
+
+
+@app.command(cls=Command, short_help="Accept a host's known drift so check stops alerting on it.")
+def accept(
+    host: Annotated[Optional[str], typer.Argument(metavar="HOST", help="A host in the store, or a config group (each of its hosts).", show_default=False)] = None,
+    items: Annotated[Optional[list[str]], typer.Argument(metavar="ITEM", help="Which changes: an item (sgl-kernel, driver, a file path, 'GPU 0*') or CATEGORY:ITEM (gpu:*, package:nvidia-*), globs, any case. Default: all of the drift.", show_default=False)] = None,
+    reason: Annotated[Optional[str], typer.Option("--reason", "-r", metavar="TEXT", help="Why (required to accept): shown with every accepted change.")] = None,
+    until: Annotated[Optional[str], typer.Option("--until", metavar="WHEN", help="Counts as drift again after this: 2026-12-07 (through that day, local time), 2026-12-07T18:00, or 12h / 7d / 2w from now.")] = None,
+    baseline: Annotated[str, typer.Option("--baseline", metavar="LABEL", help="The baseline the drift is from (as check --baseline).")] = "good",
+    list_: Annotated[bool, typer.Option("--list", help="List the acceptances (of HOST, or of every host) instead.")] = False,
+    revoke: Annotated[bool, typer.Option("--revoke", help="Revoke HOST's acceptances against the baseline (those ITEMs name, or all).")] = False,
+    json_out: JsonOpt = False,
+    config: ConfigOpt = None,
+    store: StoreOpt = None,
+) -> int:
+    """Accept a host's current drift from its baseline: check stops alerting on it.
+
+    Diffs the host's latest stored snapshot (taken by check or snapshot) against its
+    newest snapshot labelled --baseline, and records the drifting changes (all of them, or
+    those the ITEMs name; a failed probe only when named) with who, when and why. Accepted
+    changes show under ACCEPTED in diff and check and are not drift: no exit 2, no alert,
+    not counted in metrics. A change counts again when the host drifts further on it (a
+    different new value: "changed again since accepted") or --until passes ("acceptance
+    expired"); an acceptance is never extended silently. Exit 0, or 1 on an error.
+
+    \b
+    driftwatch accept gpu01 driver --reason "driver 610 rollout" --until 7d
+    driftwatch accept --list
+    driftwatch accept --revoke gpu01 driver
+    """
+    from driftwatch.commands import accept as cmd
+    from driftwatch.model import utcnow
+
+    if list_ and revoke:
+        raise UserError("--list and --revoke are exclusive: pick one")
+    if list_:
+        if items:
+            raise UserError("--list takes at most a HOST, not items")
+        return cmd.run_list(host, json_out=json_out, config_path=config, store_path=store)
+    if host is None:
+        raise UserError("name the HOST (or --list)")
+    request = cmd.AcceptRequest(
+        items=items or [], baseline=baseline, reason=reason or "", until=cmd.parse_until(until, utcnow()), json_out=json_out
+    )
+    if revoke:
+        return cmd.run_revoke(host, request, config_path=config, store_path=store)
+    return cmd.run_accept(host, request, config_path=config, store_path=store)
 
 
 @app.command(cls=Command, short_help="Label a stored snapshot, e.g. as good.")

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.hooks import Hook
 from tests.sshd import Sshd, find_sshd, start_sshd
 
 
@@ -20,3 +21,11 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def hook() -> Iterator[Hook]:
+    """Alerts sent with --notify hook.url land in hook.posts."""
+    server = Hook()
+    yield server
+    server.close()

@@ -8,9 +8,6 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
@@ -18,44 +15,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from driftwatch.cli import main
 from driftwatch.store import SnapshotStore
+from tests.hooks import Hook
 from tests.sshd import Sshd, free_port
 from tests.venvs import make_gpu_venv, site_packages, write_dist_info
-
-
-class Hook:
-    """A webhook receiver on 127.0.0.1 that records every POSTed JSON body."""
-
-    def __init__(self, status: int = 200) -> None:
-        self.posts: list[dict] = []
-        self.bodies: list[bytes] = []
-        self.status = status
-        hook = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                hook.bodies.append(body)
-                hook.posts.append(json.loads(body))
-                self.send_response(hook.status)
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = HTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hooks/T000/SECRET-TOKEN-123"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def hook() -> Iterator[Hook]:
-    server = Hook()
-    yield server
-    server.close()
 
 
 @pytest.fixture

@@ -67,7 +67,7 @@ def test_rack_names_the_odd_host_and_the_fact_first(config: Path, capsys: pytest
     # The fresh snapshots were stored, and the stored ones say the same.
     code, out, _ = fleet(capsys, config, "rack", "--json")
     document = json.loads(out)
-    assert code == 2 and set(document) == {"findings", "summary"}
+    assert code == 2 and set(document) == {"findings", "ignored", "summary"}
     assert document["summary"]["headline"] == first and document["summary"]["outlier_hosts"] == ["gpu03"]
     assert [f["outliers"] for f in document["findings"]] == [[{"host": "gpu03", "value": "2.21.5"}]]
     assert document["findings"][0]["item"] == "nvidia-nccl-cu12"
@@ -170,3 +170,17 @@ def test_fewer_than_two_hosts_and_clashing_forms_are_errors(stored: Path, capsys
     assert fleet(capsys, stored, "gpu01")[0] == 1
     code, _, err = fleet(capsys, stored, "rack", "--json", "--markdown")
     assert code == 1 and "exclusive" in err
+
+
+def test_an_ignore_rule_for_the_odd_host_makes_the_fleet_agree(stored: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rule = '[[ignore]]\ncategory = "package"\nitem = "evil*"\nhosts = ["gpu03"]\nreason = "a test wheel"\n'
+    stored.write_text(stored.read_text() + rule)
+    code, out, err = fleet(capsys, stored, "rack")
+    assert code == 0 and out.startswith("all 3 hosts agree"), out + err
+    assert "1 ignored: package evil" in out and "(--all shows them)" in out
+    code, out, _ = fleet(capsys, stored, "rack", "--all")
+    assert code == 0 and "ignored by [[ignore]] #1 (package evil*): a test wheel" in out
+    stored.write_text(stored.read_text().replace('hosts = ["gpu03"]', 'hosts = ["gpu01"]'))
+    code, out, err = fleet(capsys, stored, "rack", "--json")
+    assert code == 2 and json.loads(out)["ignored"] == []  # gpu03 is the one that differs
+    assert "[[ignore]] #1 (package evil*)" in err and "matched nothing in this run" in err

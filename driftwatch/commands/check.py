@@ -12,7 +12,7 @@ from rich.text import Text
 
 from driftwatch import interrupt
 from driftwatch.cron.alerts import AlertKind, AlertState, fingerprint
-from driftwatch.commands.common import host_message, load, print_json, stderr_console
+from driftwatch.commands.common import host_message, ignoring, load, print_json, stderr_console, warn_unused_rules
 from driftwatch.commands.diff import output_format, print_report
 from driftwatch.commands.snapshot import HostOutcome, take_snapshot
 from driftwatch.config import Config, Target, resolve_targets
@@ -25,6 +25,9 @@ from driftwatch.report.safe import clean
 from driftwatch.cron.retention import save_deduplicated
 from driftwatch.store import SnapshotStore, validate_label
 from driftwatch.cron.textfile import StoreHealth, check_textfile_folder, write_textfile
+from driftwatch.triage.apply import RuleUse, triage
+from driftwatch.triage.book import read_book
+from driftwatch.triage.ignore import Ignoring
 
 EXIT_OK, EXIT_ERROR, EXIT_DRIFT = 0, 1, 2
 
@@ -37,6 +40,9 @@ class CheckRequest:
     textfile: Path | None = None
     accept_new_host_key: bool = False
     quiet: bool = False  # cron: print only an alert (a new or different drift, or resolved)
+    show_ignored: bool = False  # --all: list the changes [[ignore]] rules hide
+    ignoring: Ignoring | None = None  # the config's rules, judged at the start of the run
+    rule_use: RuleUse = field(default_factory=RuleUse)  # which rules named something, over all hosts
 
 
 @dataclass
@@ -106,7 +112,14 @@ def _evaluate(
         )
     options = DiffOptions(free_memory_threshold_mib=config.free_memory_threshold_mib, focus=list(target.watch.focus))
     result = diff_snapshots(baseline.snapshot, taken.snapshot, options=options)
-    outcome = CheckOutcome(target.name, result=result, error=not_stored, store_write_ok=not not_stored)
+    book = read_book(store, target.name)  # damaged: warned, and the drift stays drift
+    result = triage(
+        result, host=target.name, ignoring=request.ignoring or ignoring(config),
+        acceptances=book.for_baseline(request.baseline), use=request.rule_use,
+    )
+    outcome = CheckOutcome(
+        target.name, result=result, error=not_stored, warnings=list(book.problems), store_write_ok=not not_stored
+    )
     _alert(outcome, store, request)
     return outcome
 
@@ -142,7 +155,8 @@ def _alert(outcome: CheckOutcome, store: SnapshotStore, request: CheckRequest) -
 
 def alert_payload(host: str, baseline: str, kind: AlertKind, result: DiffResult) -> dict[str, Any]:
     if kind is AlertKind.resolved:
-        text = f"driftwatch: {host} is back on its {baseline!r} baseline (resolved)"
+        decided = [f"{result.summary[k]} {k}" for k in ("accepted", "ignored") if result.summary.get(k)]
+        text = f"driftwatch: {host} is back on its {baseline!r} baseline (resolved{'; ' if decided else ''}{', '.join(decided)})"
     else:
         text = f"driftwatch: {host} drifted from its {baseline!r} baseline: {headline(result)}"
     return {"text": text, "host": host, "baseline": baseline, "status": kind.value, **result.to_json()}
@@ -178,13 +192,17 @@ def run_check(
         for target in targets:
             _textfile(request, CheckOutcome(target.name, store_write_ok=False), None, store)
         raise
+    request.ignoring = ignoring(config)
     outcomes = interrupt.run_all(lambda t: check_host(t, config, store, request), targets, workers=parallel, name="check")
-    _print(outcomes, form, request.quiet)
+    _print(outcomes, form, request)
+    if not request.quiet:  # cron mails stderr too: a stale rule is hygiene, not an alert
+        warn_unused_rules(config, request.rule_use)
     codes = {o.exit_code for o in outcomes}
     return EXIT_ERROR if EXIT_ERROR in codes else EXIT_DRIFT if EXIT_DRIFT in codes else EXIT_OK
 
 
-def _print(outcomes: list[CheckOutcome], form: str, quiet: bool) -> None:
+def _print(outcomes: list[CheckOutcome], form: str, request: CheckRequest) -> None:
+    quiet = request.quiet
     err = stderr_console()
     for outcome in outcomes:
         for message in ([outcome.error] if outcome.error else []) + outcome.warnings:
@@ -199,7 +217,7 @@ def _print(outcomes: list[CheckOutcome], form: str, quiet: bool) -> None:
         if len(outcomes) > 1:
             sys.stdout.write(f"== {clean(outcome.host)} ==\n")
             sys.stdout.flush()
-        print_report(outcome.result, form)
+        print_report(outcome.result, form, show_ignored=request.show_ignored)
 
 
 def _json(outcome: CheckOutcome) -> dict[str, Any]:

@@ -10,10 +10,14 @@ from typing import TYPE_CHECKING, Any
 from pydantic_core import to_json
 
 from driftwatch.config import Config, load_config
+from driftwatch.model import utcnow
 from driftwatch.store import SnapshotStore
+from driftwatch.triage.ignore import Ignoring
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from driftwatch.triage.apply import RuleUse
 
 # rich is imported when something is printed, not at start-up: `snapshot` imports it
 # while the target's command agent is still starting (see commands/snapshot.py).
@@ -48,15 +52,29 @@ def store_warnings(store: SnapshotStore) -> Iterator[None]:
     try:
         yield
     finally:
-        warnings = store.take_warnings()
-        if warnings:
-            from rich.text import Text
+        for warning in store.take_warnings():
+            warn(warning)
 
-            from driftwatch.report.safe import clean
 
-            err = stderr_console()
-            for warning in warnings:
-                err.print(Text(clean(f"driftwatch: warning: {warning}"), style="yellow"))
+def warn(message: str) -> None:
+    """``driftwatch: warning: ...`` on stderr, escaped (messages quote host text)."""
+    from rich.text import Text
+
+    from driftwatch.report.safe import clean
+
+    stderr_console().print(Text(clean(f"driftwatch: warning: {message}"), style="yellow"))
+
+
+def ignoring(config: Config) -> Ignoring:
+    """The config's [[ignore]] rules, judged at this moment."""
+    return Ignoring(config.ignore, config.groups, utcnow())
+
+
+def warn_unused_rules(config: Config, use: RuleUse) -> None:
+    """One warning per ignore rule that could have applied in this command and named nothing."""
+    for number in use.unused():
+        rule = config.ignore[number - 1]
+        warn(f"{rule.describe(number)} in {config.source or 'the config'} matched nothing in this run ({rule.reason})")
 
 
 def host_message(host: str, message: str) -> str:

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import re
+from pathlib import Path
+
 from rich.text import Text
 
-from driftwatch.commands.common import emit, load, stderr_console, store_warnings
+from driftwatch.commands.common import emit, ignoring, load, stderr_console, store_warnings, warn, warn_unused_rules
 from driftwatch.diff import DiffOptions, DiffResult, diff_snapshots
 from driftwatch.errors import UserError
 from driftwatch.report.diff import print_terminal, render_markdown
 from driftwatch.report.safe import clean
-from driftwatch.store import resolve_ref
+from driftwatch.store import is_timestamp_prefix, parse_ref, resolve_ref
+from driftwatch.triage.apply import RuleUse, triage
+from driftwatch.triage.book import read_book
 
 EXIT_OK, EXIT_DRIFT = 0, 2
 
@@ -20,7 +26,7 @@ def output_format(json_out: bool, markdown: bool) -> str:
     return "json" if json_out else "markdown" if markdown else "terminal"
 
 
-def print_report(result: DiffResult, form: str) -> None:
+def print_report(result: DiffResult, form: str, *, show_ignored: bool = False) -> None:
     if result.summary.get("different_hosts"):
         old, new = result.summary["old"], result.summary["new"]
         clone = (
@@ -34,7 +40,10 @@ def print_report(result: DiffResult, form: str) -> None:
                 style="yellow",
             )
         )
-    emit(form, result.to_json, lambda: render_markdown(result), lambda console: print_terminal(console, result))
+    emit(
+        form, result.to_json, lambda: render_markdown(result, show_ignored=show_ignored),
+        lambda console: print_terminal(console, result, show_ignored=show_ignored),
+    )
 
 
 def run_diff(
@@ -51,5 +60,25 @@ def run_diff(
         focus=list(config.watch.focus),
     )
     result = diff_snapshots(old.snapshot, new.snapshot, options=options)
-    print_report(result, form)
+    host, label = new.snapshot.host.name, baseline_label(old_ref)
+    acceptances = []
+    if label is not None:  # OLD is HOST@LABEL: NEW's host's acceptances against that baseline apply
+        book = read_book(store, host)
+        for problem in book.problems:
+            warn(problem)
+        acceptances = book.for_baseline(label)
+    use = RuleUse()
+    result = triage(result, host=host, ignoring=ignoring(config), acceptances=acceptances, use=use)
+    warn_unused_rules(config, use)
+    print_report(result, form, show_ignored=include_volatile)
     return EXIT_DRIFT if result.drift else EXIT_OK
+
+
+def baseline_label(ref: str) -> str | None:
+    """The label when ``ref`` is ``HOST@LABEL`` (not a file, latest, ~N or a timestamp)."""
+    if ref.endswith(".json") or os.sep in ref and Path(ref).exists():
+        return None
+    _, selector = parse_ref(ref)
+    if selector == "latest" or re.fullmatch(r"~\d+", selector) or is_timestamp_prefix(selector):
+        return None
+    return selector

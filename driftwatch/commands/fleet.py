@@ -7,16 +7,20 @@ from dataclasses import dataclass, field
 from rich.console import Console
 from rich.text import Text
 
-from driftwatch.commands.common import emit, host_message, load, stderr_console, store_warnings
+from driftwatch.commands.common import (
+    emit, host_message, ignoring, load, stderr_console, store_warnings, warn_unused_rules,
+)
 from driftwatch.commands.diff import output_format
 from driftwatch.config import Config, Target, resolve_targets
 from driftwatch.diff import DiffOptions, Severity
 from driftwatch.errors import UserError
 from driftwatch.fleet import FleetResult, compare_fleet
 from driftwatch.model import Snapshot
-from driftwatch.report.diff import SEVERITY_STYLE, md_cell, md_text
+from driftwatch.report.diff import IGNORED_TITLE, SEVERITY_STYLE, ignored_summary, md_cell, md_text
 from driftwatch.report.safe import clean
 from driftwatch.store import SnapshotStore
+from driftwatch.triage.apply import RuleUse
+from driftwatch.triage.fleet import ignore_findings
 
 EXIT_OK, EXIT_ERROR, EXIT_OUTLIERS = 0, 1, 2
 
@@ -28,6 +32,7 @@ class FleetRequest:
     markdown: bool = False
     parallel: int = 32
     timeout: float | None = None
+    show_ignored: bool = False  # --all: list the findings [[ignore]] rules hide
     unreachable: list[tuple[str, str]] = field(default_factory=list)
 
 
@@ -41,9 +46,14 @@ def run_fleet(words: list[str], request: FleetRequest, *, config_path: str | Non
     with store_warnings(store):  # unreadable snapshot files skipped are named, each once
         snapshots = _fresh(targets, config, store, request) if request.fresh else _stored(targets, store, request)
     options = DiffOptions(free_memory_threshold_mib=config.free_memory_threshold_mib, focus=list(config.watch.focus))
-    result = compare_fleet(snapshots, options)
+    use = RuleUse()
+    result = ignore_findings(compare_fleet(snapshots, options), ignoring(config), use)
+    warn_unused_rules(config, use)
     result.summary["unreachable"] = [{"host": h, "error": e} for h, e in request.unreachable]
-    emit(form, result.to_json, lambda: render_markdown(result), lambda console: print_terminal(console, result))
+    emit(
+        form, result.to_json, lambda: render_markdown(result, request.show_ignored),
+        lambda console: print_terminal(console, result, request.show_ignored),
+    )
     if request.unreachable:
         return EXIT_ERROR  # each host's outcome is data; the exit code is the worst one
     return EXIT_OK if result.agree else EXIT_OUTLIERS
@@ -103,7 +113,11 @@ def _hosts_line(result: FleetResult) -> str:
     return line + (f"; left out: {', '.join(missing)}" if missing else "")
 
 
-def print_terminal(console: Console, result: FleetResult) -> None:
+def _ignored_line(result: FleetResult, shown_already: bool) -> str | None:
+    return ignored_summary([f"{f.category} {f.item}" for f, _ in result.ignored], shown_already)
+
+
+def print_terminal(console: Console, result: FleetResult, show_ignored: bool = False) -> None:
     console.print(Text(clean(result.summary["headline"]), style="bold"))
     console.print(Text(clean(_hosts_line(result)), style="dim"))
     groups: dict[Severity, list[str]] = {}
@@ -114,13 +128,29 @@ def print_terminal(console: Console, result: FleetResult) -> None:
         console.print(Text(f" {severity.value.upper()} ({len(groups[severity])}) ", style=SEVERITY_STYLE[severity]))
         for line in groups[severity]:
             console.print(Text("  " + clean(line)))
+    if show_ignored and result.ignored:
+        console.print()
+        console.print(Text(f" {IGNORED_TITLE} ({len(result.ignored)}) ", style="dim"))
+        for finding, waiver in result.ignored:
+            line = f"{finding.category:<11} {finding.explanation} — ignored by {waiver.rule}: {waiver.reason}"
+            console.print(Text("  " + clean(line)))
+    ignored = _ignored_line(result, show_ignored)
+    if ignored:
+        console.print()
+        console.print(Text(clean(ignored), style="dim"))
 
 
-def render_markdown(result: FleetResult) -> str:
+def render_markdown(result: FleetResult, show_ignored: bool = False) -> str:
     lines = [f"**driftwatch fleet:** {md_text(result.summary['headline'])}", "", f"_{md_text(_hosts_line(result))}_"]
-    if result.findings:
+    rows = [(f, f.severity.value, f.explanation) for f in result.findings]
+    if show_ignored:
+        rows += [(f, "ignored", f"{f.explanation} — ignored by {w.rule}: {w.reason}") for f, w in result.ignored]
+    if rows:
         lines += ["", "| severity | category | item | hosts | finding |", "|---|---|---|---|---|"]
-        for f in result.findings:
+        for f, severity, text in rows:
             named = ", ".join(h for h, _ in f.outliers) or ", ".join(h for _, hs in f.values for h in hs)
-            lines.append(f"| {f.severity.value} | {f.category} | {md_cell(f.item)} | {md_cell(named)} | {md_cell(f.explanation)} |")
+            lines.append(f"| {severity} | {f.category} | {md_cell(f.item)} | {md_cell(named)} | {md_cell(text)} |")
+    ignored = _ignored_line(result, show_ignored)
+    if ignored:
+        lines += ["", f"_{md_text(ignored)}_"]
     return "\n".join(lines) + "\n"

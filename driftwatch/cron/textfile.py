@@ -55,6 +55,10 @@ def write_textfile(
     changes = Gauge(
         "driftwatch_drift_changes", "Changes against the baseline, by severity.", ["host", "severity"], registry=registry
     )
+    decided = Gauge(
+        "driftwatch_decided_changes", "Changes against the baseline that are not drift by decision: accepted or ignored.",
+        ["host", "decision"], registry=registry,
+    )
     probe_ok = Gauge("driftwatch_probe_ok", "1 if the probe succeeded (or was skipped).", ["host", "probe"], registry=registry)
     checked = Gauge(
         "driftwatch_last_check_timestamp_seconds", "When the check ran (Unix time).", ["host"], registry=registry
@@ -82,6 +86,8 @@ def write_textfile(
         counts = result.summary["counts"]
         for severity in Severity:
             changes.labels(label, severity.value).set(counts.get(severity.value, 0))
+        for decision in ("accepted", "ignored"):
+            decided.labels(label, decision).set(result.summary.get(decision, 0))
     make_dir(folder, DIR_MODE)
     clean_stale_temps(folder, prefix=_TEMP_PREFIX)
     path = textfile_path(folder, host)

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from driftwatch.diff import Change, DiffResult, Severity
 from driftwatch.report.safe import clean
+from driftwatch.when import shown
 
 SEVERITY_STYLE = {
     Severity.critical: "bold white on red",
@@ -21,16 +22,51 @@ SEVERITY_STYLE = {
 
 
 def headline(result: DiffResult) -> str:
-    """`7 changes; most likely cause: …` or `no drift` (with the context findings counted)."""
+    """`7 changes; most likely cause: …` or `no drift` (with what is not drift counted)."""
     summary = result.summary
-    context = len(result.context_changes)
-    aside = ""
-    if context:
-        aside = " (1 context finding that changes nothing)" if context == 1 else f" ({context} context findings that change nothing)"
     if not result.drift:
-        return "no drift" + aside
+        asides = []
+        accepted, context = len(result.with_status("accepted")), len(result.context_changes)
+        if accepted:
+            asides.append(f"{accepted} accepted")
+        if context:
+            asides.append("1 context finding that changes nothing" if context == 1 else f"{context} context findings that change nothing")
+        return "no drift" + (f" ({'; '.join(asides)})" if asides else "")
     noun = "change" if summary["total"] == 1 else "changes"
     return f"{summary['total']} {noun}; most likely cause: {summary['most_likely_cause']}"
+
+
+def note(change: Change) -> str:
+    """What a report adds after a change's explanation: why it is accepted or ignored, or
+    why an accepted or ignored change counts again."""
+    waiver = change.waiver
+    if change.lapsed:
+        return change.lapsed
+    if waiver is None:
+        return ""
+    until = f", until {shown(waiver.until)}" if waiver.until else ""
+    if waiver.kind == "accepted":
+        at = f" {shown(waiver.at)}" if waiver.at else ""
+        return f"accepted by {waiver.by}{at}: {waiver.reason}{until}"
+    return f"ignored by {waiver.rule}: {waiver.reason}{until}"
+
+
+def with_note(change: Change) -> str:
+    extra = note(change)
+    return f"{change.explanation} — {extra}" if extra else change.explanation
+
+
+def ignored_line(changes: list[Change], shown_already: bool) -> str | None:
+    return ignored_summary([f"{c.category} {c.shown_item}" for c in changes if c.status == "ignored"], shown_already)
+
+
+def ignored_summary(names: list[str], shown_already: bool) -> str | None:
+    """``3 ignored: gpu-process (process list), env NCCL_DEBUG, … (--all shows them)``:
+    what the config's ignore rules hid is counted, never silently dropped."""
+    if not names:
+        return None
+    listed = ", ".join(names[:4]) + (", …" if len(names) > 4 else "")
+    return f"{len(names)} ignored: {listed}" + ("" if shown_already else " (--all shows them)")
 
 
 def sides(result: DiffResult) -> str:
@@ -44,10 +80,16 @@ def _side(side: dict[str, Any]) -> str:
 
 
 CONTEXT_TITLE = "CONTEXT: changes nothing that runs"
+ACCEPTED_TITLE = "ACCEPTED: known, not drift"
+IGNORED_TITLE = "IGNORED by the config"
+_LATER = (("accepted", ACCEPTED_TITLE, "green"), ("context", CONTEXT_TITLE, "dim"), ("ignored", IGNORED_TITLE, "dim"))
 
 
-def groups(changes: list[Change]) -> list[tuple[str, str, list[Change]]]:
-    """(title, style, changes): drift by severity, most severe first, then the context."""
+def groups(
+    changes: list[Change], *, show_ignored: bool = False, show_context: bool = True
+) -> list[tuple[str, str, list[Change]]]:
+    """(title, style, changes): drift by severity, most severe first, then the accepted,
+    the context (unless folded), and (when asked) the ignored."""
     by_severity: dict[Severity, list[Change]] = {}
     for change in changes:
         if change.drift:
@@ -56,32 +98,68 @@ def groups(changes: list[Change]) -> list[tuple[str, str, list[Change]]]:
         (severity.value.upper(), SEVERITY_STYLE[severity], members)
         for severity, members in sorted(by_severity.items(), key=lambda item: -item[0].rank)
     ]
-    context = [change for change in changes if change.context]
-    return found + ([(CONTEXT_TITLE, "dim", context)] if context else [])
+    for status, title, style in _LATER:
+        members = [change for change in changes if change.status == status]
+        shown_here = show_ignored if status == "ignored" else show_context if status == "context" else True
+        if members and shown_here:
+            found.append((title, style, members))
+    return found
 
 
-def print_terminal(console: Console, result: DiffResult) -> None:
-    console.print(Text(clean(headline(result)), style="bold"))
-    console.print(Text(clean(sides(result)), style="dim"))
-    for title, style, changes in groups(result.changes):
+def print_changes(
+    console: Console, changes: list[Change], *, show_ignored: bool, show_context: bool = True, indent: str = ""
+) -> None:
+    for title, style, members in groups(changes, show_ignored=show_ignored, show_context=show_context):
         console.print()
-        console.print(Text(f" {title} ({len(changes)}) ", style=style))
-        for change in changes:
-            line = Text("  ")
+        console.print(Text(f"{indent} {title} ({len(members)}) ", style=style))
+        for change in members:
+            line = Text(indent + "  ")
             line.append(f"{change.category:<11} ", style="bold")
             line.append(clean(change.explanation))
+            extra = note(change)
+            if extra:
+                line.append(" — ")
+                line.append(clean(extra), style="bold yellow" if change.lapsed else "italic")
             console.print(line)
+    folded = [] if show_context else [folded_context(changes)]
+    for summary in filter(None, [*folded, ignored_line(changes, show_ignored)]):
+        console.print()
+        console.print(Text(indent + clean(summary), style="dim"))
 
 
-def render_markdown(result: DiffResult) -> str:
+def folded_context(changes: list[Change]) -> str | None:
+    """``2 context findings that change nothing (--all shows them)``, or None."""
+    count = sum(c.status == "context" for c in changes)
+    if not count:
+        return None
+    noun = "1 context finding that changes" if count == 1 else f"{count} context findings that change"
+    return f"{noun} nothing (--all shows them)"
+
+
+def print_terminal(console: Console, result: DiffResult, *, show_ignored: bool = False) -> None:
+    console.print(Text(clean(headline(result)), style="bold"))
+    console.print(Text(clean(sides(result)), style="dim"))
+    print_changes(console, result.changes, show_ignored=show_ignored)
+
+
+def markdown_rows(changes: list[Change], *, show_ignored: bool, show_context: bool = True) -> list[str]:
+    rows = []
+    for change in changes:
+        if change.status == "ignored" and not show_ignored or change.status == "context" and not show_context:
+            continue
+        severity = change.severity.value if change.drift else change.status
+        rows.append(f"| {severity} | {change.category} | {md_cell(change.shown_item)} | {md_cell(with_note(change))} |")
+    if not rows:
+        return []
+    return ["", "| severity | category | item | change |", "|---|---|---|---|", *rows]
+
+
+def render_markdown(result: DiffResult, *, show_ignored: bool = False) -> str:
     lines = [f"**driftwatch:** {md_text(headline(result))}", "", f"_{md_text(sides(result))}_"]
-    if result.changes:
-        lines += ["", "| severity | category | item | change |", "|---|---|---|---|"]
-        for change in result.changes:
-            severity = change.severity.value if change.drift else "context"
-            lines.append(
-                f"| {severity} | {change.category} | {md_cell(change.shown_item)} | {md_cell(change.explanation)} |"
-            )
+    lines += markdown_rows(result.changes, show_ignored=show_ignored)
+    ignored = ignored_line(result.changes, show_ignored)
+    if ignored:
+        lines += ["", f"_{md_text(ignored)}_"]
     return "\n".join(lines) + "\n"
 
 
