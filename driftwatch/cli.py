@@ -231,6 +231,37 @@ def fleet(
     return run_fleet(targets, request, config_path=config, store_path=store)
 
 
+@app.command(cls=Command, short_help="Every change on one host, oldest first, with when it happened.")
+def history(
+    host: Annotated[str, typer.Argument(metavar="HOST", help="A host in the store.")],
+    item: Annotated[Optional[str], typer.Option("--item", metavar="PATTERN", help="Only changes that mention PATTERN, any case: found in the category or the item (nccl finds nvidia-nccl-cu12), or as a word of the explanation (nccl finds \"torch's NCCL 2.21\", git does not find \"digit\"). With * ? [ it is a glob on the category, the item or one word.")] = None,
+    since: Annotated[Optional[str], typer.Option("--since", metavar="WHEN", help="Only steps seen since: 2026-12-01 (from that day's start, local time), 2026-12-01T18:00, or 12h / 7d / 2w ago.")] = None,
+    json_out: JsonOpt = False,
+    markdown: Annotated[bool, typer.Option("--markdown", help="Markdown, for pasting into an issue.")] = False,
+    all_: Annotated[bool, typer.Option("--all", help="Also list the context findings (folded into a count otherwise) and the changes the config's ignore rules hide.")] = False,
+    config: ConfigOpt = None,
+    store: StoreOpt = None,
+) -> int:
+    """Every change between consecutive stored snapshots of HOST, oldest first.
+
+    Each step is headed by the time of the snapshot that first showed it and the one
+    before (the change happened in between), and ranked like diff. check keeps every
+    distinct state a host was in, so this is the host's timeline: "what changed, and
+    when". Snapshots are read one pair at a time; damaged files are skipped with a
+    warning naming each. Exit 0, or 1 on an error.
+
+    \b
+    driftwatch history gpu01 --item nccl       # NCCL's timeline on gpu01
+    driftwatch history gpu01 --since 7d --markdown
+    """
+    from driftwatch.commands.history import run_history
+
+    return run_history(
+        host, pattern=item, since=since, json_out=json_out, markdown=markdown, show_all=all_,
+        config_path=config, store_path=store,
+    )
+
+
 @app.command(cls=Command, short_help="Accept a host's known drift so check stops alerting on it.")
 def accept(
     host: Annotated[Optional[str], typer.Argument(metavar="HOST", help="A host in the store, or a config group (each of its hosts).", show_default=False)] = None,

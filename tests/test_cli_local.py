@@ -123,7 +123,7 @@ def test_help_reads_like_a_man_page(capsys: pytest.CaptureFixture[str]) -> None:
     top = capsys.readouterr().out
     commands = top.split("Commands:", 1)[1]
     assert "..." not in commands and "e.g.\n" not in commands  # whole sentences, never cut
-    for command in ("snapshot", "list", "show", "diff", "check", "fleet", "accept", "label", "prune"):
+    for command in ("snapshot", "list", "show", "diff", "check", "fleet", "history", "accept", "label", "prune"):
         assert main([command, "--help"]) == 0
         text = capsys.readouterr().out
         assert "<list[str]>" not in text and "{" not in text.splitlines()[0], text
