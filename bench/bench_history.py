@@ -12,7 +12,10 @@ process holding GPU memory), and one file is damaged. Then, in the same run:
 - ``history`` in this process against the baseline every history must pay: reading the
   same 500 files and ``json.loads`` each (ratio), and with pydantic validation too.
 
-    python bench/bench_history.py [--repeat 5] [--snapshots 500] [--keep DIR]
+    python bench/bench_history.py [--repeat 5] [--snapshots 500] [--schema 1] [--keep DIR]
+
+``--schema 1`` writes snapshots as a driftwatch from before schema 2 stored them: those are
+redacted again as they are read (driftwatch/store.py), which history then pays per file.
 
 The target (issue 16) is at most 3 s for 500 states on the 2-core machine.
 """
@@ -39,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from driftwatch.cli import main  # noqa: E402
-from driftwatch.model import HostIdentity, ProbeRecord, ProbeStatus, Snapshot  # noqa: E402
+from driftwatch.model import SCHEMA_VERSION, HostIdentity, ProbeRecord, ProbeStatus, Snapshot  # noqa: E402
 from driftwatch.store import SnapshotStore  # noqa: E402
 from bench_diff import median_time  # noqa: E402  (this folder is on sys.path when run as a script)
 from tests.diff.builders import SRT, T0, baseline, dist, gpu_entry, python_facts  # noqa: E402
@@ -100,7 +103,7 @@ CHANGES: dict[float, Callable[[dict[str, Any]], None]] = {  # at this fraction o
 }
 
 
-def build_store(root: Path, count: int) -> SnapshotStore:
+def build_store(root: Path, count: int, schema: int = SCHEMA_VERSION) -> SnapshotStore:
     store = SnapshotStore(root)
     facts = base_facts()
     when = {int(fraction * count): edit for fraction, edit in CHANGES.items()}
@@ -115,7 +118,7 @@ def build_store(root: Path, count: int) -> SnapshotStore:
         store.save(Snapshot(
             host=HostIdentity(name=HOST, address=f"root@{HOST}", hostname=HOST),
             taken_at=T0 + timedelta(days=n * 365 / count), duration_s=0.8,
-            labels=["good"] if n == 0 else [], probes=probes,
+            labels=["good"] if n == 0 else [], probes=probes, schema_version=schema,
         ))
     damaged = store.paths(HOST)[count // 2]
     damaged.write_bytes(damaged.read_bytes()[:4000])  # cut off mid-write, as a full disk leaves it
@@ -157,15 +160,17 @@ def main_() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--snapshots", type=int, default=500)
     parser.add_argument("--keep", type=Path, help="build the stores under DIR and leave them there")
+    parser.add_argument("--schema", type=int, default=SCHEMA_VERSION,
+                        help="write snapshots of this schema (1: stored before full redaction, redacted again on read)")
     args = parser.parse_args()
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "driftwatch")], check=True)
     with tempfile.TemporaryDirectory() as tmp:
         parent = args.keep or Path(tmp)
         big, small = parent / "store-big", parent / "store-small"
-        build_store(big, args.snapshots)
-        build_store(small, args.snapshots // 10)
+        build_store(big, args.snapshots, args.schema)
+        build_store(small, args.snapshots // 10, args.schema)
         size = sum(p.stat().st_size for p in (big / HOST).glob("*.json"))
-        print(f"{args.snapshots} snapshots of {HOST} ({N_DISTS} distributions, {N_GPUS} GPUs, {N_FILES} files), "
+        print(f"{args.snapshots} snapshots of {HOST} (schema {args.schema}; {N_DISTS} distributions, {N_GPUS} GPUs, {N_FILES} files), "
               f"{size / args.snapshots / 1024:.0f} KiB each, {size / 2**20:.0f} MiB in all; median of {args.repeat}")
         runs = {"big": [], "small": []}  # type: dict[str, list[tuple[float, int]]]
         for _ in range(args.repeat):  # alternate, so load on the machine hits both alike
