@@ -122,7 +122,7 @@ def tally(changes: list[Change]) -> dict[str, Any]:
 
 
 def _cause(change: Change) -> str:
-    return f"{change.explanation} ({change.lapsed})" if change.lapsed else change.explanation
+    return f"{change.explanation} — {change.lapsed}" if change.lapsed else change.explanation
 
 
 def _side(snapshot: Snapshot) -> dict[str, Any]:
