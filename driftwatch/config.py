@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from driftwatch.errors import UserError
+from driftwatch.rules.versions import VersionRule
 from driftwatch.settings import WatchSettings
 from driftwatch.triage.ignore import IgnoreRule
 
@@ -50,6 +51,7 @@ class Config(BaseModel):
     hosts: dict[str, HostConfig] = Field(default_factory=dict)
     groups: dict[str, list[str]] = Field(default_factory=dict)
     ignore: list[IgnoreRule] = Field(default_factory=list)  # [[ignore]]: never drift (see triage/)
+    rules: list[VersionRule] = Field(default_factory=list)  # [[rules]]: known-bad version ranges
     source: str | None = None  # the file this came from, for messages
 
 

@@ -110,7 +110,10 @@ def _evaluate(
         return CheckOutcome(
             target.name, error=error, warnings=[not_stored] if not_stored else [], store_write_ok=not not_stored
         )
-    options = DiffOptions(free_memory_threshold_mib=config.free_memory_threshold_mib, focus=list(target.watch.focus))
+    options = DiffOptions(
+        free_memory_threshold_mib=config.free_memory_threshold_mib, focus=list(target.watch.focus),
+        version_rules=tuple(config.rules),
+    )
     result = diff_snapshots(baseline.snapshot, taken.snapshot, options=options)
     book = read_book(store, target.name)  # damaged: warned, and the drift stays drift
     result = triage(

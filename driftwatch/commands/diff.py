@@ -58,6 +58,7 @@ def run_diff(
         include_volatile=include_volatile,
         free_memory_threshold_mib=config.free_memory_threshold_mib,
         focus=list(config.watch.focus),
+        version_rules=tuple(config.rules),
     )
     result = diff_snapshots(old.snapshot, new.snapshot, options=options)
     host, label = new.snapshot.host.name, baseline_label(old_ref)

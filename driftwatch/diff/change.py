@@ -8,32 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import Enum
 from typing import Any, Literal
 
+from driftwatch.rules.finding import Finding
 from driftwatch.settings import DEFAULT_FOCUS
+from driftwatch.severity import Severity
 
-
-class Severity(str, Enum):
-    critical = "critical"
-    high = "high"
-    medium = "medium"
-    low = "low"
-    info = "info"
-
-    @property
-    def rank(self) -> int:
-        """Higher is more severe, so ``s.rank >= Severity.high.rank`` reads as 'at least high'."""
-        return _RANK[self]
-
-
-_RANK = {
-    Severity.critical: 4,
-    Severity.high: 3,
-    Severity.medium: 2,
-    Severity.low: 1,
-    Severity.info: 0,
-}
 
 # The categories of PRODUCT.md; a change always carries one of these.
 CATEGORIES = (
@@ -100,6 +80,9 @@ class Change:
     # Why a change someone accepted or ignored counts again: "changed again since accepted
     # (...)", "acceptance expired ...". Never silent: reports print it with the change.
     lapsed: str = ""
+    # Rank hint: 1 + the rank of the most severe known-bad state (a rule's finding) this
+    # change produced; 0 when it produced none. Evidence outranks a change that merely changed.
+    evidence: int = 0
 
     @property
     def shown_item(self) -> str:
@@ -136,12 +119,15 @@ class DiffOptions:
     include_volatile: bool = False  # the CLI's --all (diff)
     free_memory_threshold_mib: int = 1024
     focus: list[str] = field(default_factory=lambda: list(DEFAULT_FOCUS))
+    version_rules: tuple[Any, ...] = ()  # rules.versions.VersionRule: the config's [[rules]]
 
 
 @dataclass(frozen=True)
 class DiffResult:
     changes: list[Change]
     summary: dict[str, Any]
+    # Known-bad states the new snapshot holds and the old did not (or held smaller).
+    findings: list[Finding] = field(default_factory=list)
 
     @property
     def drift(self) -> bool:
@@ -159,5 +145,14 @@ class DiffResult:
     def with_status(self, status: str) -> list[Change]:
         return [change for change in self.changes if change.status == status]
 
+    @property
+    def problems(self) -> list[Finding]:
+        """New known-bad states that are more than a note: what ``check`` alerts on."""
+        return [f for f in self.findings if f.severity is not Severity.info]
+
     def to_json(self) -> dict[str, Any]:
-        return {"changes": [c.to_json() for c in self.changes], "summary": self.summary}
+        return {
+            "changes": [c.to_json() for c in self.changes],
+            "summary": self.summary,
+            "known_bad": [f.to_json() for f in self.findings],
+        }

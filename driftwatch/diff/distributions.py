@@ -7,7 +7,6 @@ from typing import Any
 from driftwatch.diff import fmt
 from driftwatch.diff.change import Change, Severity
 from driftwatch.diff.context import DiffContext, Facts, as_dict
-from driftwatch.diff.pins import Pins
 from driftwatch.diff.versions import step
 
 # Why a change to a well-known package matters, in one clause.
@@ -33,7 +32,6 @@ def describe_distribution(
     old_all: Facts,
     new_all: Facts,
     ctx: DiffContext,
-    pins: Pins,
     where: str,
 ) -> Change:
     focus = name in ctx.focus
@@ -51,10 +49,9 @@ def describe_distribution(
     hint = (
         _hint(name, old_all, new_all, old, new) if severity.rank >= Severity.medium.rank else None
     )
-    reasons = [hint] if hint else []
-    if focus and (old is None or new is None or old.get("version") != new.get("version")):
-        reasons += pins.problems(name)
-    text = base + (": " + "; ".join(reasons) if reasons else "")
+    # Broken requirements are the rules' findings (rules/requirements.py), said on this line
+    # by diff/known_bad.py when this change produced them.
+    text = base + (": " + hint if hint else "")
     return Change("package", name, old_v, new_v, severity, text, magnitude=magnitude, focus=focus, context=context)
 
 

@@ -10,10 +10,14 @@ from driftwatch.diff.change import Change, DiffOptions, DiffResult, Severity
 from driftwatch.diff.commits import fold_commits
 from driftwatch.diff.context import DiffContext, Facts
 from driftwatch.diff.generic import diff_generic
+from driftwatch.diff.known_bad import apply_findings
 from driftwatch.diff.launch import diff_launch
 from driftwatch.diff.probes import comparable, diff_probe
 from driftwatch.diff.rank import rank_changes
 from driftwatch.model import ProbeStatus, Snapshot
+from driftwatch.rules.finding import Finding
+from driftwatch.rules.host import RuleOptions
+from driftwatch.rules.registry import diagnose
 
 Rule = Callable[[Facts, Facts, DiffContext], list[Change]]
 
@@ -50,8 +54,18 @@ def diff_snapshots(
     # Launch settings span two probes: the server's argv and the effective args it logged.
     changes += diff_launch(old, new)
     # A moved commit is one finding that names the editable installs and files it moved.
-    ranked = rank_changes(fold_commits(changes, old, new))
-    return DiffResult(changes=ranked, summary=summarize(ranked, old, new, different))
+    changes = fold_commits(changes, old, new)
+    # The rules on both sides: a change that produced a known-bad state says so, and ranks first.
+    # Rules read facts only: the same facts on both sides hold the same findings (the
+    # common cron case, an unchanged host), so nothing can be new and the rules need not run.
+    found: list[Finding] = []
+    if _facts(old) != _facts(new):
+        rule_options = RuleOptions(focus=ctx.focus, version_rules=tuple(ctx.options.version_rules))
+        changes, found = apply_findings(changes, diagnose(old, rule_options), diagnose(new, rule_options))
+    ranked = rank_changes(changes)
+    summary = summarize(ranked, old, new, different)
+    summary["known_bad"] = len([f for f in found if f.severity is not Severity.info])
+    return DiffResult(changes=ranked, summary=summary, findings=found)
 
 
 def diff_facts(probe: str, old: Facts, new: Facts, ctx: DiffContext) -> list[Change]:
@@ -139,6 +153,10 @@ def _system_fact(snapshot: Snapshot, key: str) -> Any:
     if record is None or record.status != ProbeStatus.ok:
         return snapshot.host.hostname if key == "hostname" else None
     return record.facts.get(key) or (snapshot.host.hostname if key == "hostname" else None)
+
+
+def _facts(snapshot: Snapshot) -> dict[str, tuple[ProbeStatus, dict[str, Any]]]:
+    return {name: (record.status, record.facts) for name, record in snapshot.probes.items()}
 
 
 def _probe_order(old: Snapshot, new: Snapshot) -> list[str]:

@@ -193,6 +193,21 @@ def memory_errors(snapshot: Snapshot) -> list[Facts]:
     return sorted(found, key=lambda error: -(fmt.number(error.get("count")) or 1))
 
 
+def memory_failure(snapshot: Snapshot) -> str | None:
+    """The most frequent memory-sizing error the logs show, as one line ("… (8×)")."""
+    errors = memory_errors(snapshot)
+    if not errors:
+        return None
+    count = fmt.number(errors[0].get("count")) or 1
+    times = f" ({count:.0f}×)" if count > 1 else ""
+    return f"{fmt.value(errors[0].get('message')).rstrip('.')}{times}"
+
+
+def sglang_kv_budget(avail_after_weights: float, total: float, fraction: float) -> float:
+    """What SGLang can give its KV cache, in the unit of its inputs (GiB)."""
+    return avail_after_weights - total * (1 - fraction)
+
+
 def reached_ready(snapshot: Snapshot) -> bool:
     return any(log.get("ready") is True for log in _logs(snapshot))
 
@@ -209,7 +224,7 @@ def kv_budget_sentence(old: Snapshot, new: Snapshot, f_old: float | None, f_new:
         return ""
     assert f_old is not None and f_new is not None and a_old is not None and a_new is not None
     assert t_old is not None and t_new is not None
-    b_old, b_new = a_old - t_old * (1 - f_old), a_new - t_new * (1 - f_new)
+    b_old, b_new = sglang_kv_budget(a_old, t_old, f_old), sglang_kv_budget(a_new, t_new, f_new)
     text = (
         f". KV cache budget = free after weights − total × (1 − fraction): good run "
         f"{a_old:.1f} − {t_old:.1f} × {1 - f_old:.2f} = {b_old:.1f} GiB; now "
@@ -220,11 +235,9 @@ def kv_budget_sentence(old: Snapshot, new: Snapshot, f_old: float | None, f_new:
     if b_new >= 0 or b_old < 0:
         return text
     text += f" — the KV budget would be {b_new:.1f} GiB: SGLang cannot start with this"
-    errors = memory_errors(new)
-    if errors:
-        count = fmt.number(errors[0].get("count")) or 1
-        times = f" ({count:.0f}×)" if count > 1 else ""
-        text += f"; the new log shows it failed: {fmt.value(errors[0].get('message')).rstrip('.')}{times}"
+    failure = memory_failure(new)
+    if failure:
+        text += f"; the new log shows it failed: {failure}"
     elif reached_ready(new):
         text += "; yet the new log shows the server reached 'ready', so these numbers may be from another run"
     else:

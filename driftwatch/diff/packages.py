@@ -9,7 +9,6 @@ from driftwatch.diff.change import Change, Severity
 from driftwatch.diff.context import DiffContext, Facts, as_dict
 from driftwatch.diff.distributions import describe_distribution
 from driftwatch.diff.generic import changed_keys
-from driftwatch.diff.pins import Pins
 
 KEYS = frozenset({"interpreters"})
 
@@ -74,7 +73,6 @@ def diff_distributions(
     python_version: Any, old: Facts, new: Facts, ctx: DiffContext, where: str
 ) -> list[Change]:
     names = changed_keys(old, new)
-    pins = Pins(new, python_version)
     return [
         describe_distribution(
             name,
@@ -83,7 +81,6 @@ def diff_distributions(
             old,
             new,
             ctx,
-            pins,
             where,
         )
         for name in names

@@ -1,6 +1,8 @@
 """Most likely cause first.
 
-Severity decides; within a severity, the category prior encodes where regressions
+Evidence decides first: a change that produced a known-bad state (a rule's finding, see
+``known_bad.py``) outranks one that merely changed. Then severity; within a severity, the
+category prior encodes where regressions
 usually come from: the driver and CUDA stack, then how the server was launched, then the
 packages the user said matter, then who else holds GPU memory, then source edits.
 """
@@ -31,6 +33,7 @@ def prior(change: Change) -> int:
 
 
 def rank_changes(changes: list[Change]) -> list[Change]:
-    """Drift before the rest (context, accepted, ignored); then by severity, category prior,
-    magnitude; ties keep their order (sort is stable)."""
-    return sorted(changes, key=lambda c: (not c.drift, -c.severity.rank, prior(c), -c.magnitude))
+    """Drift before the rest (context, accepted, ignored); then by evidence (a change that
+    produces a known-bad state), severity, category prior, magnitude; ties keep their order
+    (sort is stable)."""
+    return sorted(changes, key=lambda c: (not c.drift, -c.evidence, -c.severity.rank, prior(c), -c.magnitude))

@@ -30,10 +30,12 @@ def test_mixed_scenario_ranking() -> None:
     old = make_snapshot(logs={"server_args": {"mem_fraction_static": 0.88}})
     order = [(c.severity.value, c.category, c.item) for c in diff_snapshots(old, new).changes]
     assert order == [
+        # Evidence first: sgl-kernel 0.3.17 breaks sglang's pin (a known-bad state), where the
+        # driver and the missing GPU merely changed.
+        ("high", "package", "sgl-kernel"),
         ("critical", "driver", "driver"),
         ("critical", "gpu", GPU1),
         ("high", "nccl", "nvidia-nccl-cu12"),
-        ("high", "package", "sgl-kernel"),
         ("high", "gpu-process", f"{GPU0}:10291"),
         ("high", "git", "~/sglang"),
         ("high", "probe", "logs"),
@@ -67,7 +69,8 @@ def test_summary() -> None:
     assert len(result.changes) == 9 and summary["total"] == 8 and summary["context"] == 1
     assert summary["counts"] == {"critical": 2, "high": 4, "medium": 1, "low": 1, "info": 0}
     assert [c.item for c in result.context_changes] == [f"{SRT}/server_args.py"]
-    assert summary["most_likely_cause"].startswith("NVIDIA driver 590.48.01 → 595.71.05")
+    assert summary["most_likely_cause"].startswith("sgl-kernel 0.3.16.post4 → 0.3.17")
+    assert summary["known_bad"] == 1 and result.findings[0].rule == "unmet-requirement"
     assert (
         summary["old"]["taken_at"] == "2026-02-19T10:00:00+00:00"
         and summary["new"]["host"] == "gpu01"

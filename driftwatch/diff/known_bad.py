@@ -1,0 +1,71 @@
+"""Which change produced a known-bad state: the rules' findings, tied to the diff's lines.
+
+Both snapshots are diagnosed (``rules.registry.diagnose``, pure like the diff). A finding
+the new snapshot holds and the old did not is tied to every drift change whose key is one
+of its subjects: that line says so (with observed or predicted, and the fix) and ranks by
+the evidence. A known-bad state that appeared or went away with no such change still gets
+a line of its own, so the diff never hides one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from driftwatch.diff.change import Change
+from driftwatch.rules.finding import EVIDENCE, NOTE, Diagnosis, Finding
+from driftwatch.severity import Severity
+
+
+def apply_findings(changes: list[Change], before: Diagnosis, after: Diagnosis) -> tuple[list[Change], list[Finding]]:
+    """(the changes with their known-bad states said, the findings new in ``after``)."""
+    new = _not_held(after, before)
+    gone = _not_held(before, after)
+    tied: set[int] = set()
+    out = []
+    for change in changes:
+        produced = [f for f in new if change.drift and (change.category, str(change.item)) in f.subjects]
+        tied |= {id(f) for f in produced}
+        out.append(_say(change, produced) if produced else change)
+    keys = {(c.category, str(c.item)) for c in changes if c.drift}
+    # Appeared or vanished with no change of its subjects (a reading the diff does not
+    # report, a rule's data that changed): a line of its own, on both sides alike.
+    out += [_appeared(f) for f in new if id(f) not in tied and _whole(f, before) and not keys & set(f.subjects)]
+    out += [_vanished(f) for f in gone if _whole(f, after) and not keys & set(f.subjects)]
+    return out, after.new_since(before)
+
+
+def sentence(finding: Finding) -> str:
+    return f"known-bad state ({finding.evidence}): {finding.why}. Fix: {finding.fix}"
+
+
+def _say(change: Change, produced: list[Finding]) -> Change:
+    produced = sorted(produced, key=lambda f: -f.severity.rank)
+    text = change.explanation + " — " + "; ".join(sentence(f) for f in produced)
+    strongest = produced[0].severity
+    if strongest.rank < EVIDENCE.rank:
+        return replace(change, explanation=text)  # a note or a small problem: said, not ranked up
+    severity = strongest if strongest.rank > change.severity.rank else change.severity
+    return replace(change, explanation=text, severity=severity, evidence=1 + strongest.rank)
+
+
+def _appeared(finding: Finding) -> Change:
+    category, item = finding.subjects[0]
+    evidence = 1 + finding.severity.rank if finding.severity.rank >= EVIDENCE.rank else 0
+    return Change(category, item, None, finding.rule, finding.severity, sentence(finding), evidence=evidence)
+
+
+def _vanished(finding: Finding) -> Change:
+    category, item = finding.subjects[0]
+    text = f"known-bad state gone: {finding.why}"
+    return Change(category, item, finding.rule, None, Severity.low if finding.severity is not NOTE else NOTE, text)
+
+
+def _not_held(a: Diagnosis, b: Diagnosis) -> list[Finding]:
+    """Findings of ``a`` that ``b`` does not hold (new, or worse). Where the rule could not run
+    on ``b`` the state may well have been there: still tied to a change that touches it."""
+    return b.not_covering(a.findings)
+
+
+def _whole(finding: Finding, other: Diagnosis) -> bool:
+    """The rule ran on the other side and holds nothing under this finding's identity."""
+    return finding.rule in other.ran and finding.identity not in other.identities

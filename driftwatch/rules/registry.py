@@ -1,0 +1,64 @@
+"""The rulebook: every rule by name, and ``diagnose`` that runs them over one snapshot.
+
+A rule is a small pure function ``Host -> list[Finding]``; the registry's key is its name
+(what ``doctor --json`` and the alert fingerprints call it). A rule whose facts are not in
+the snapshot raises :class:`~driftwatch.rules.host.Missing` and is listed as not run; one
+that meets facts of a shape it does not know (a foreign or older snapshot) is too, and
+never crashes the report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from driftwatch.model import Snapshot
+from driftwatch.rules import driver_cuda, gpu_state, known_bad, launch, requirements, settings
+from driftwatch.rules.finding import Diagnosis, Finding, NotRun
+from driftwatch.rules.host import Host, Missing, RuleOptions
+
+Rule = Callable[[Host], list[Finding]]
+
+RULES: dict[str, Rule] = {
+    # the stack: does what is installed fit together and fit the driver?
+    "driver-below-cuda-build": driver_cuda.driver_below_builds,
+    "green-contexts-need-driver": driver_cuda.green_contexts,
+    "unmet-requirement": requirements.unmet_requirements,
+    "known-bad-version": known_bad.known_bad_versions,
+    # how the server is launched
+    "kv-budget-sglang": launch.sglang_budget,
+    "kv-budget-vllm": launch.vllm_budget,
+    "visible-devices-below-parallelism": settings.visible_devices,
+    "expandable-segments-custom-allreduce": settings.expandable_segments,
+    **{rule: settings.switch_rule(rule) for rule in settings.SWITCHES},
+    "nccl-debug-unset": settings.nccl_debug_unset,
+    # the GPUs
+    "uncorrected-ecc": gpu_state.uncorrected_ecc,
+    "pcie-link-degraded": gpu_state.pcie_degraded,
+    "persistence-off": gpu_state.persistence_off,
+    "mig-on-server-gpu": gpu_state.mig_enabled,
+    "other-process-on-server-gpu": gpu_state.other_process_memory,
+    "free-memory-below-fraction": gpu_state.free_below_fraction,
+}
+# Facts of an unexpected shape: the rule cannot read them, which is not a finding.
+SHAPE_ERRORS = (TypeError, AttributeError, KeyError, ValueError, IndexError)
+
+
+def diagnose(snapshot: Snapshot, options: RuleOptions | None = None, rules: dict[str, Rule] | None = None) -> Diagnosis:
+    host = Host(snapshot, options or RuleOptions())
+    findings: list[Finding] = []
+    not_run: list[NotRun] = []
+    ran: set[str] = set()
+    for name, rule in (rules if rules is not None else RULES).items():
+        try:
+            found = rule(host)
+        except Missing as exc:
+            not_run.append(NotRun(name, str(exc)))
+            continue
+        except SHAPE_ERRORS as exc:
+            not_run.append(NotRun(name, f"facts of an unexpected shape ({type(exc).__name__}: {exc})"))
+            continue
+        ran.add(name)
+        findings += [replace(f, rule=name) for f in found]
+    ranked = sorted(findings, key=lambda f: (-f.severity.rank, not f.observed))
+    return Diagnosis(ranked, not_run, frozenset(ran))
