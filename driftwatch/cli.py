@@ -309,6 +309,30 @@ def accept(
     return cmd.run_accept(host, request, config_path=config, store_path=store)
 
 
+@app.command(cls=Command, short_help="Known-bad states of a host, each with its fix and reference.")
+def doctor(
+    targets: Annotated[list[str], typer.Argument(metavar="TARGET|REF", help="A host to snapshot now (and store), or a stored snapshot: HOST@LABEL, HOST@latest, HOST@~N, a file.", show_default=False)],
+    json_out: JsonOpt = False,
+    markdown: Annotated[bool, typer.Option("--markdown", help="Markdown, for pasting into an issue.")] = False,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", help="Per-probe deadline in seconds (for targets snapshotted now).", min=0.1)] = None,
+    parallel: Annotated[int, typer.Option("--parallel", metavar="N", help="Hosts snapshotted at once.", min=1)] = 32,
+    accept_new_host_key: Annotated[bool, typer.Option("--accept-new-host-key", help="Trust and save the key of a host not yet in known_hosts.")] = False,
+    config: ConfigOpt = None,
+    store: StoreOpt = None,
+) -> int:
+    """Everything known to be wrong with a host, each with why, the fix and a public reference.
+
+    A TARGET is snapshotted now (and stored); a REF is read from the store. One report per
+    host. Exit 0 nothing found (notes aside), 2 known-bad states, 1 error.
+    """
+    from driftwatch.commands.doctor import run_doctor
+
+    return run_doctor(
+        targets, json_out=json_out, markdown=markdown, timeout=timeout, parallel=parallel,
+        accept_new_host_key=accept_new_host_key, config_path=config, store_path=store,
+    )
+
+
 @app.command(cls=Command, short_help="Label a stored snapshot, e.g. as good.")
 def label(
     ref: Annotated[str, typer.Argument(metavar="REF", help="The snapshot, e.g. gpu01@latest.")],

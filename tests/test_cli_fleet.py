@@ -67,7 +67,7 @@ def test_rack_names_the_odd_host_and_the_fact_first(config: Path, capsys: pytest
     # The fresh snapshots were stored, and the stored ones say the same.
     code, out, _ = fleet(capsys, config, "rack", "--json")
     document = json.loads(out)
-    assert code == 2 and set(document) == {"findings", "ignored", "summary"}
+    assert code == 2 and set(document) == {"findings", "ignored", "summary", "known_bad"}
     assert document["summary"]["headline"] == first and document["summary"]["outlier_hosts"] == ["gpu03"]
     assert [f["outliers"] for f in document["findings"]] == [[{"host": "gpu03", "value": "2.21.5"}]]
     assert document["findings"][0]["item"] == "nvidia-nccl-cu12"

@@ -23,6 +23,9 @@ from driftwatch.cron.notify import send, validate_destination
 from driftwatch.report.diff import headline
 from driftwatch.report.safe import clean
 from driftwatch.cron.retention import save_deduplicated
+from driftwatch.rules.finding import Diagnosis
+from driftwatch.rules.host import RuleOptions
+from driftwatch.rules.registry import diagnose
 from driftwatch.store import SnapshotStore, validate_label
 from driftwatch.cron.textfile import StoreHealth, check_textfile_folder, write_textfile
 from driftwatch.triage.apply import RuleUse, triage
@@ -53,12 +56,15 @@ class CheckOutcome:
     alert: AlertKind | None = None
     warnings: list[str] = field(default_factory=list)
     store_write_ok: bool = True  # False when a write to the snapshot store failed (full, read-only...)
+    known_bad: Diagnosis | None = None  # what doctor says of the host now (driftwatch_doctor_findings)
 
     @property
     def exit_code(self) -> int:
         if self.error is not None:
             return EXIT_ERROR
-        return EXIT_DRIFT if self.result is not None and self.result.drift else EXIT_OK
+        if self.result is None:
+            return EXIT_OK
+        return EXIT_DRIFT if self.result.drift or self.result.problems else EXIT_OK
 
 
 def check_host(target: Target, config: Config, store: SnapshotStore, request: CheckRequest) -> CheckOutcome:
@@ -80,6 +86,9 @@ def _check_locked(target: Target, config: Config, store: SnapshotStore, request:
         target, config, store, timeout=request.timeout, labels=[], accept_new_host_key=request.accept_new_host_key
     )
     outcome = _evaluate(target, config, store, request, taken)
+    if taken.snapshot is not None:
+        after = outcome.result.after if outcome.result is not None else None
+        outcome.known_bad = after or diagnose(taken.snapshot, RuleOptions.of(target.watch.focus, config.rules))
     outcome.warnings[:0] = store.unreadable(target.name)  # each skipped file, named
     _textfile(request, outcome, taken.snapshot, store)
     return outcome
@@ -130,7 +139,7 @@ def _evaluate(
 def _alert(outcome: CheckOutcome, store: SnapshotStore, request: CheckRequest) -> None:
     assert outcome.result is not None
     state = AlertState.for_host(store, outcome.host, request.baseline)
-    current = fingerprint(outcome.result.drift_changes)
+    current = fingerprint(outcome.result.drift_changes, outcome.result.problems)
     kind = state.decide(current)
     if kind is None:
         return
@@ -170,7 +179,10 @@ def _textfile(request: CheckRequest, outcome: CheckOutcome, snapshot: Snapshot |
         return
     health = StoreHealth(unreadable=len(store.unreadable(outcome.host)), write_ok=outcome.store_write_ok)
     try:
-        write_textfile(request.textfile, outcome.host, snapshot=snapshot, result=outcome.result, store=health)
+        write_textfile(
+            request.textfile, outcome.host, snapshot=snapshot, result=outcome.result, store=health,
+            known_bad=outcome.known_bad,
+        )
     except OSError as exc:  # its own folder, but maybe on the same full disk
         outcome.warnings.append(f"could not write the textfile in {request.textfile}: {exc.strerror or exc}")
 

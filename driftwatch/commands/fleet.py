@@ -45,7 +45,10 @@ def run_fleet(words: list[str], request: FleetRequest, *, config_path: str | Non
         raise UserError(f"fleet compares two or more hosts; got {len(targets)} ({names}): name more hosts or a group")
     with store_warnings(store):  # unreadable snapshot files skipped are named, each once
         snapshots = _fresh(targets, config, store, request) if request.fresh else _stored(targets, store, request)
-    options = DiffOptions(free_memory_threshold_mib=config.free_memory_threshold_mib, focus=list(config.watch.focus))
+    options = DiffOptions(
+        free_memory_threshold_mib=config.free_memory_threshold_mib, focus=list(config.watch.focus),
+        version_rules=tuple(config.rules),
+    )
     use = RuleUse()
     result = ignore_findings(compare_fleet(snapshots, options), ignoring(config), use)
     warn_unused_rules(config, use)
@@ -128,6 +131,11 @@ def print_terminal(console: Console, result: FleetResult, show_ignored: bool = F
         console.print(Text(f" {severity.value.upper()} ({len(groups[severity])}) ", style=SEVERITY_STYLE[severity]))
         for line in groups[severity]:
             console.print(Text("  " + clean(line)))
+    for host, found in result.known_bad.items():
+        console.print()
+        console.print(Text(f" KNOWN-BAD on {clean(host)} ({len(found)}) ", style="bold red"))
+        for k in found:
+            console.print(Text(clean(f"  {k.severity.value:<8} {k.rule}: {k.why} [{k.evidence}]. Fix: {k.fix}")))
     if show_ignored and result.ignored:
         console.print()
         console.print(Text(f" {IGNORED_TITLE} ({len(result.ignored)}) ", style="dim"))
@@ -153,4 +161,9 @@ def render_markdown(result: FleetResult, show_ignored: bool = False) -> str:
     ignored = _ignored_line(result, show_ignored)
     if ignored:
         lines += ["", f"_{md_text(ignored)}_"]
+    if result.known_bad:
+        lines += ["", "| host | severity | known-bad state | fix | reference |", "|---|---|---|---|---|"]
+        for host, found in result.known_bad.items():
+            lines += [f"| {md_cell(host)} | {k.severity.value} | {md_cell(k.why)} | {md_cell(k.fix)} | {md_cell(k.reference)} |"
+                      for k in found]
     return "\n".join(lines) + "\n"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from driftwatch.diff import Change
+from driftwatch.rules.finding import Finding
 from driftwatch.store import SnapshotStore, host_dir_name
 
 
@@ -22,12 +23,15 @@ class AlertKind(str, Enum):
     resolved = "resolved"
 
 
-def fingerprint(changes: list[Change]) -> str | None:
-    """A stable digest of what drifted; None when nothing did. Ranking order is ignored."""
-    if not changes:
+def fingerprint(changes: list[Change], known_bad: list[Finding] | None = None) -> str | None:
+    """A stable digest of what drifted and of the known-bad states new against the baseline
+    (a worse one than the baseline's is new, so it alerts even with the same changes); None
+    when nothing did. Ranking order is ignored."""
+    keys = [json.dumps([c.category, c.item, c.old, c.new], sort_keys=True, default=str) for c in changes]
+    keys += [json.dumps(["known-bad", f.rule, f.key, f.severity.value]) for f in known_bad or []]
+    if not keys:
         return None
-    keys = sorted(json.dumps([c.category, c.item, c.old, c.new], sort_keys=True, default=str) for c in changes)
-    return hashlib.sha256("\n".join(keys).encode()).hexdigest()
+    return hashlib.sha256("\n".join(sorted(keys)).encode()).hexdigest()
 
 
 @dataclass

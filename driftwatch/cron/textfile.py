@@ -20,6 +20,7 @@ from driftwatch.errors import UserError
 from driftwatch.fileio import clean_stale_temps, make_dir, replace_file
 from driftwatch.model import ProbeStatus, Snapshot
 from driftwatch.report.safe import clean
+from driftwatch.rules.finding import Diagnosis
 from driftwatch.store import host_dir_name
 
 PROM_MODE, DIR_MODE = 0o644, 0o755
@@ -48,7 +49,7 @@ def textfile_path(folder: Path, host: str) -> Path:
 
 def write_textfile(
     folder: Path, host: str, *, snapshot: Snapshot | None, result: DiffResult | None,
-    store: StoreHealth | None = None, now: float | None = None,
+    store: StoreHealth | None = None, now: float | None = None, known_bad: Diagnosis | None = None,
 ) -> Path:
     registry = CollectorRegistry()
     up = Gauge("driftwatch_up", "1 if the host was reached and snapshotted, 0 if not.", ["host"], registry=registry)
@@ -73,6 +74,13 @@ def write_textfile(
         registry=registry,
     )
     label = clean(host)
+    doctor = Gauge(
+        "driftwatch_doctor_findings", "Known-bad states of the host now (what doctor reports), by severity.",
+        ["host", "severity"], registry=registry,
+    )
+    if known_bad is not None:
+        for severity, count in known_bad.counts().items():
+            doctor.labels(label, severity).set(count)
     up.labels(label).set(1 if snapshot is not None else 0)
     checked.labels(label).set(now if now is not None else time.time())
     health = store or StoreHealth()

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from driftwatch.rules.finding import Finding
+from driftwatch.rules.finding import Diagnosis, Finding
 from driftwatch.settings import DEFAULT_FOCUS
 from driftwatch.severity import Severity
 
@@ -128,6 +128,8 @@ class DiffResult:
     summary: dict[str, Any]
     # Known-bad states the new snapshot holds and the old did not (or held smaller).
     findings: list[Finding] = field(default_factory=list)
+    # The new snapshot's whole diagnosis; None when both sides had the same facts (not run).
+    after: Diagnosis | None = None
 
     @property
     def drift(self) -> bool:

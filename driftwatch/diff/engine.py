@@ -59,13 +59,15 @@ def diff_snapshots(
     # Rules read facts only: the same facts on both sides hold the same findings (the
     # common cron case, an unchanged host), so nothing can be new and the rules need not run.
     found: list[Finding] = []
+    after = None
     if _facts(old) != _facts(new):
         rule_options = RuleOptions(focus=ctx.focus, version_rules=tuple(ctx.options.version_rules))
-        changes, found = apply_findings(changes, diagnose(old, rule_options), diagnose(new, rule_options))
+        after = diagnose(new, rule_options)
+        changes, found = apply_findings(changes, diagnose(old, rule_options), after)
     ranked = rank_changes(changes)
     summary = summarize(ranked, old, new, different)
     summary["known_bad"] = len([f for f in found if f.severity is not Severity.info])
-    return DiffResult(changes=ranked, summary=summary, findings=found)
+    return DiffResult(changes=ranked, summary=summary, findings=found, after=after)
 
 
 def diff_facts(probe: str, old: Facts, new: Facts, ctx: DiffContext) -> list[Change]:

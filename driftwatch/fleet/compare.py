@@ -20,6 +20,9 @@ from driftwatch.fleet import explain
 from driftwatch.fleet.facts import Fact, FactMap, HostView
 from driftwatch.fleet.flatten import flatten, interpreter_labels
 from driftwatch.model import ProbeStatus, Snapshot
+from driftwatch.rules.finding import Finding as KnownBad
+from driftwatch.rules.host import RuleOptions
+from driftwatch.rules.registry import diagnose
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,8 @@ class FleetResult:
     # Findings a config [[ignore]] rule names for every host they name: shown with --all,
     # counted, never an outlier (see driftwatch/triage/).
     ignored: list[tuple[Finding, Waiver]] = field(default_factory=list)
+    # Each host's known-bad states (the rules' findings that are more than notes), by host.
+    known_bad: dict[str, list[KnownBad]] = field(default_factory=dict)
 
     @property
     def agree(self) -> bool:
@@ -68,6 +73,7 @@ class FleetResult:
             "findings": [f.to_json() for f in self.findings],
             "ignored": [{**f.to_json(), "waiver": w.to_json()} for f, w in self.ignored],
             "summary": self.summary,
+            "known_bad": {host: [f.to_json() for f in found] for host, found in self.known_bad.items()},
         }
 
 
@@ -87,7 +93,9 @@ def compare_fleet(snapshots: Mapping[str, Snapshot], options: DiffOptions | None
     for path in dict.fromkeys(p for facts in flat.values() for p in facts):
         findings += _compare_path(path, flat, ok)
     ranked = _dedupe(_rank(findings))
-    return FleetResult(ranked, summarize(list(snapshots), ranked))
+    rules = RuleOptions(focus=focus, version_rules=tuple(options.version_rules))
+    known_bad = {host: diagnose(snap, rules).problems for host, snap in snapshots.items()}
+    return FleetResult(ranked, summarize(list(snapshots), ranked), {h: f for h, f in known_bad.items() if f})
 
 
 def _compare_path(path: str, flat: dict[str, FactMap], ok: dict[str, set[str]]) -> list[Finding]:

@@ -30,6 +30,11 @@ class RuleOptions:
     focus: frozenset[str] = frozenset(normalize_name(n) for n in DEFAULT_FOCUS)
     version_rules: tuple[VersionRule, ...] = ()  # the config's [[rules]], after the shipped ones
 
+    @classmethod
+    def of(cls, focus: list[str], version_rules: Any = ()) -> RuleOptions:
+        """From a ``[watch] focus`` list as written and the config's ``rules``."""
+        return cls(frozenset(normalize_name(n) for n in focus), tuple(version_rules))
+
 
 @dataclass(frozen=True)
 class Source:

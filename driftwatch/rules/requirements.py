@@ -2,9 +2,13 @@
 
 Every installed distribution's ``Requires-Dist`` is evaluated for the target's
 interpreter (its Python version; Linux; its machine architecture when known) with
-``packaging``. A requirement behind an extra (``sgl-kernel==…; extra == "srt"``) counts
-when the dependency is installed: the extra was evidently asked for. Native extensions
-built against one torch are named first, with the consequence: their ops fail to load.
+``packaging``. Native extensions built against one torch are named first, with the
+consequence: their ops fail to load.
+
+Extras are pip's blind spot (``pip check`` ignores them) and a source of false findings
+(``ipython[test]`` pins a pytest nobody installed for ipython). A requirement behind an
+extra counts only between two focus packages (``sglang[srt]`` pinning ``sgl-kernel``),
+never under a development extra, and only when the dependency is installed.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ TORCH_NATIVE = frozenset({
 # Kernel packages a server calls by the signatures of the build it pins.
 KERNELS = frozenset({"sgl-kernel", "sglang-kernel", "flashinfer-python", "flashinfer-jit-cache"})
 ARCHES = ("x86_64", "aarch64")
+DEV_EXTRAS = frozenset({"test", "tests", "testing", "dev", "develop", "docs", "doc", "lint", "typing", "bench"})
 _EXTRA = re.compile(r"""extra\s*==\s*["']([^"']+)["']""")
 
 
@@ -72,16 +77,19 @@ class Broken:
 def unmet_requirements(host: Host) -> list[Finding]:
     arch = host.arch()
     interpreters = host.interpreters()
-    findings = []
+    findings: dict[str, Finding] = {}
     for interp, facts in interpreters.items():
         dists = as_dict(facts.get("distributions"))
         where = f" in {interp}" if len(interpreters) > 1 else ""
-        for broken in broken_requirements(dists, facts.get("version"), arch):
-            findings.append(_finding(host, interp, where, broken, dists))
-    return findings
+        for broken in broken_requirements(dists, facts.get("version"), arch, host.options.focus):
+            finding = _finding(host, interp, where, broken, dists)
+            findings.setdefault(finding.key, finding)  # one per (requirer, dependency)
+    return list(findings.values())
 
 
-def broken_requirements(dists: Facts, python_version: Any, arch: str | None) -> list[Broken]:
+def broken_requirements(
+    dists: Facts, python_version: Any, arch: str | None, focus: frozenset[str] = frozenset()
+) -> list[Broken]:
     """Every unmet requirement of ``dists`` (one interpreter's distributions).
 
     The hot loop of a big environment (10,000 requirement strings): each string is parsed
@@ -105,9 +113,12 @@ def broken_requirements(dists: Facts, python_version: Any, arch: str | None) -> 
                 if applies is None:
                     continue  # decided by a platform we do not know
                 if not applies:
-                    extra = next((e for e in req.marker_extras if _applies(req.marker, envs, e)), None)
-                    if extra is None or installed is None:
-                        continue  # not for this interpreter, or an extra nobody installed
+                    if installed is None or requirer not in focus or req.dependency not in focus:
+                        continue  # not for this interpreter, or an extra we cannot tell was asked for
+                    extras = [e for e in req.marker_extras if e not in DEV_EXTRAS]
+                    extra = next((e for e in extras if _applies(req.marker, envs, e)), None)
+                    if extra is None:
+                        continue
             if installed is not None and satisfies(req.specifier, installed):
                 continue
             found.append(Broken(requirer, str(dist.get("version")), req.spelled, req.dependency, req.specifier,

@@ -183,7 +183,7 @@ def test_ranking_follows_the_diff_and_the_worst_host_comes_first() -> None:
 
 def test_json_has_findings_and_summary_with_every_key() -> None:
     document = json.loads(json.dumps(fleet(3, {3: old_nccl}).to_json()))
-    assert set(document) == {"findings", "ignored", "summary"}  # ignored: what [[ignore]] rules hide
+    assert set(document) == {"findings", "ignored", "summary", "known_bad"}  # ignored: what [[ignore]] rules hide
     [finding] = document["findings"]
     assert {"category", "item", "severity", "explanation", "majority", "outliers", "values"} <= set(finding)
     assert finding["outliers"] == [{"host": "gpu03", "value": "2.21.5"}]
@@ -195,3 +195,14 @@ def test_one_host_is_not_a_fleet() -> None:
     with pytest.raises(ValueError):
         compare_fleet({"gpu01": make_snapshot()})
 
+
+
+def test_each_hosts_known_bad_states_are_named() -> None:
+    result = fleet(3, {3: old_nccl})
+    # gpu03's NCCL 2.21.5 is the odd one out, and a known-bad version (its graph-capture deadlock).
+    # It also breaks torch's pin on nvidia-nccl-cu12.
+    assert list(result.known_bad) == ["gpu03"]
+    states = {state.rule: state for state in result.known_bad["gpu03"]}
+    assert set(states) == {"known-bad-version", "unmet-requirement"}
+    assert "2.21.5" in states["known-bad-version"].why and "sglang/issues/7602" in states["known-bad-version"].reference
+    assert states["unmet-requirement"].why == "torch 2.8.0+cu128 requires nvidia-nccl-cu12==2.27.3, but 2.21.5 is installed"
