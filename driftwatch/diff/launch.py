@@ -39,6 +39,7 @@ Setting = tuple[Any, Source]
 # computed negative KV budget from a prediction into an observation.
 MEMORY_ERROR_KINDS = frozenset({
     "not_enough_memory", "no_kv_memory", "kv_cache_too_small", "cuda_oom", "oom", "kv-budget", "kv_budget",
+    "startup_memory_below_utilization",
 })
 
 

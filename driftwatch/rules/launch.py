@@ -14,7 +14,14 @@ from typing import Any
 from driftwatch.diff import fmt
 from driftwatch.severity import Severity
 from driftwatch.diff.context import as_dict
-from driftwatch.diff.launch import avail_after_weights_gib, memory_failure, sglang_kv_budget, total_gib
+from driftwatch.diff.launch import (
+    avail_after_weights_gib,
+    launch_settings,
+    memory_failure,
+    reached_ready,
+    sglang_kv_budget,
+    total_gib,
+)
 from driftwatch.rules.finding import Finding
 from driftwatch.rules.host import Host, Missing
 
@@ -26,13 +33,17 @@ KV_TOO_SMALL = "kv_cache_too_small"
 def sglang_budget(host: Host) -> list[Finding]:
     _kind_logged(host, "sglang")
     avail, total = avail_after_weights_gib(host.snapshot), _total(host)
-    fraction = fmt.number(host.launch().get("mem_fraction_static"))
+    value, source = launch_settings(host.snapshot).get("mem_fraction_static", (None, ""))
+    fraction = fmt.number(value)
     if avail is None or fraction is None:
         raise Missing("the SGLang log shows no free memory after weights, or no mem_fraction_static")
     budget = sglang_kv_budget(avail, total, fraction)
     failure = memory_failure(host.snapshot)
+    # The log's own fraction on a run that reached ready: the numbers cannot be this run's
+    # (or SGLang sized them otherwise); only a fraction set since is a prediction.
+    contradicted = source == "log" and reached_ready(host.snapshot) and failure is None
     findings = []
-    if budget < 0:
+    if budget < 0 and not contradicted:
         findings.append(Finding(
             severity=Severity.critical,
             why=f"the KV cache budget is {budget:.1f} GiB (free after weights {avail:.1f} − total {total:.1f} × "
@@ -81,7 +92,8 @@ def vllm_budget(host: Host) -> list[Finding]:
 
 
 def _context_fit(host: Host, field: str, kind: str) -> list[Finding]:
-    """The KV cache holds fewer tokens than one request of the full context length."""
+    """The KV cache holds fewer tokens than one request of the full context length set for
+    the server: vLLM refuses to start; SGLang cannot serve such a request."""
     logs = [log for log in host.logs() if log.get("kind") == kind]
     tokens = _min_rank(logs, "max_total_num_tokens", "kv_cache_tokens")
     context = fmt.number(host.launch().get(field))
@@ -89,7 +101,7 @@ def _context_fit(host: Host, field: str, kind: str) -> list[Finding]:
         return []
     errors = {as_dict(e).get("kind") for log in logs for e in log.get("errors") or []}
     return [Finding(
-        severity=Severity.high,
+        severity=Severity.high if kind == "vllm" else Severity.medium,
         why=f"the KV cache holds {tokens:,.0f} tokens, fewer than one request of the full context length "
             f"({field} {context:,.0f})" + (": the log shows the server refused to start" if KV_TOO_SMALL in errors else
                                              ": long requests cannot be served"),

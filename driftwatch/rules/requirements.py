@@ -135,17 +135,19 @@ def _finding(host: Host, interp: str, where: str, broken: Broken, dists: Facts) 
     if broken.dependency == "torch" and broken.installed is not None:
         native = _pinned_natives(broken, dists)
         if broken.requirer in TORCH_NATIVE or native:
-            names = [broken.requirer] if broken.requirer in TORCH_NATIVE else []
-            names += [f"{n} {v}" for n, v in native]
-            built = names[0] if len(names) == 1 else ", ".join(names)
-            pinned = "" if broken.requirer in TORCH_NATIVE else f", pinned with it by {broken.requirer},"
+            pinned = " and ".join(f"{n} {v}" for n, v in native)
+            if broken.requirer in TORCH_NATIVE:
+                built = broken.requirer + (f" and {pinned} (pinned with it)" if pinned else "")
+            else:
+                built = f"{pinned}, pinned with it by {broken.requirer},"
+            plural = " and " in built
             consequence = (
-                f": {built}{pinned} is built against torch{broken.specifier} and its native ops "
-                "fail to load with `undefined symbol`"
+                f": {built} {'are' if plural else 'is'} built against torch{broken.specifier} and "
+                f"{'their' if plural else 'its'} native ops fail to load with `undefined symbol`"
             )
             severity, reference = Severity.critical, TORCH_ABI
             subjects += [s for n, _ in native for s in package_subjects(n)] + [("cuda", f"torch ({interp})")]
-            fix += f", or builds of {built} made for torch {broken.installed}"
+            fix += f", or builds made for torch {broken.installed}"
     elif broken.dependency in KERNELS and broken.installed is not None and host.focus(broken.requirer):
         consequence = (
             f": {broken.requirer} calls {broken.dependency}'s kernels by the signatures of the pinned "

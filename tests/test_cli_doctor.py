@@ -1,0 +1,115 @@
+"""`driftwatch doctor` end to end over the real sshd: a host made broken one way at a time.
+
+The host is the test machine reached over SSH, with a real venv (tests/venvs.py) and the
+fake nvidia-smi replaying a real capture (tests/sshd.py). Each scenario breaks one thing
+the way it breaks on a GPU host; doctor must name it, with its fix; a healthy host gives
+exit 0 and no finding.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from driftwatch.cli import main
+from tests.sshd import Sshd
+from tests.venvs import TORCH_GIT_VERSION, make_gpu_venv, site_packages, write_dist_info
+
+H200_CUDA_13_1 = Path(__file__).parent / "fixtures" / "nvidia-smi" / "linux-x86_64__nvidia-h200__590.48.01.txt"
+# What the test venv's distributions require and it does not install (a real pip install
+# would have pulled them in): with them, `pip check` has nothing to say.
+COMPLETION = {
+    "filelock": "3.16.1", "typing-extensions": "4.12.2", "sympy": "1.13.3", "networkx": "3.4.2", "jinja2": "3.1.4",
+    "fsspec": "2024.10.0", "triton": "3.4.0", "nvidia-cublas-cu12": "12.8.4.1", "ninja": "1.11.1.1",
+    "numpy": "2.1.3", "nvidia-cudnn-frontend": "1.13.0", "requests": "2.32.3", "tabulate": "0.9.0",
+    "tqdm": "4.67.1", "aiohttp": "3.11.9",
+}
+
+
+@pytest.fixture
+def venv(sshd: Sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    sshd.fake_env(FAKE_NVIDIA_SMI_CAPTURE=str(H200_CUDA_13_1))
+    venv = tmp_path / "venv"
+    python = make_gpu_venv(venv)
+    for name, version in COMPLETION.items():
+        disk = name.replace("-", "_")
+        write_dist_info(site_packages(venv), disk, name, version, [], {f"{disk}/__init__.py": ""})
+    (tmp_path / "driftwatch.toml").write_text(
+        f'timeout = 30\nconnect_timeout = 5\nssh_config = "{sshd.ssh_config_path}"\n'
+        f'known_hosts = "{sshd.known_hosts_path}"\n[watch]\npython = ["{python}"]\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    return venv
+
+
+def doctor(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(["doctor", *args])
+    return code, capsys.readouterr().out
+
+
+def reports(out: str) -> dict[str, dict]:
+    return {entry["host"]: entry for entry in json.loads(out)}
+
+
+def test_a_healthy_host_has_nothing_to_report(venv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = doctor(capsys, "testhost", "--json")
+    [report] = json.loads(out)
+    assert code == 0 and report["findings"] == [] and report["exit_code"] == 0
+    assert report["source"].startswith("snapshot taken now, stored as ")  # nothing collected is lost
+    # The rules that lacked their facts say why (no server runs here, no log is watched).
+    reasons = {n["rule"]: n["why"] for n in report["not_run"]}
+    assert reasons["kv-budget-sglang"] == "no sglang server log was read"
+    code, out = doctor(capsys, "testhost")
+    assert code == 0 and out.startswith("testhost: no known-bad state")
+
+
+def set_sgl_kernel(venv: Path, version: str) -> None:
+    site = site_packages(venv)
+    shutil.rmtree(next(site.glob("sgl_kernel-*.dist-info")))
+    write_dist_info(site, "sgl_kernel", "sgl-kernel", version, [], {"sgl_kernel/__init__.py": f"# {version}\n"})
+
+
+def test_an_unmet_sgl_kernel_pin_is_named_with_its_fix(venv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    set_sgl_kernel(venv, "0.3.17")
+    code, out = doctor(capsys, "testhost")
+    assert code == 2
+    assert "sglang 0.5.6 requires sgl-kernel==0.3.16.post4 (extra [srt]), but 0.3.17 is installed" in out
+    assert "fix: pip install 'sgl-kernel==0.3.16.post4' (what sglang 0.5.6 requires)" in out
+    # The stored snapshot says the same, and Markdown too.
+    code, markdown = doctor(capsys, "testhost@latest", "--markdown")
+    assert code == 2 and "| high | unmet-requirement | predicted | sglang 0.5.6 requires sgl-kernel==0.3.16.post4" in markdown
+
+
+def use_torch_for_cuda(venv: Path, cuda: str) -> None:
+    site = site_packages(venv)
+    tag = "cu" + cuda.replace(".", "")
+    version = f"2.10.0+{tag}"
+    shutil.rmtree(next(site.glob("torch-*.dist-info")))
+    write_dist_info(site, "torch", "torch", version, [], {"torch/__init__.py": "raise RuntimeError('never imported')\n"})
+    (site / "torch" / "version.py").write_text(
+        f"__version__ = '{version}'\ndebug = False\ncuda = '{cuda}'\ngit_version = '{TORCH_GIT_VERSION}'\n"
+    )
+
+
+def test_a_driver_older_than_torchs_cuda_is_named_with_its_fix(venv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    use_torch_for_cuda(venv, "13.2")  # the H200 capture's driver 590.48.01 supports CUDA 13.1
+    code, out = doctor(capsys, "testhost", "--json")
+    [report] = json.loads(out)
+    [finding] = [f for f in report["findings"] if f["rule"] == "driver-below-cuda-build"]
+    assert code == 2 and finding["severity"] == "high" and finding["evidence"] == "predicted"
+    assert finding["why"].startswith("the driver 590.48.01 supports CUDA 13.1, but torch 2.10.0+cu132 (CUDA 13.2)")
+    assert finding["fix"].startswith("upgrade the NVIDIA driver to one for CUDA 13.2 or newer")
+    assert finding["reference"] == "https://docs.nvidia.com/deploy/cuda-compatibility/"
+
+
+def test_one_report_per_host_and_an_unreachable_one_is_an_error(venv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["snapshot", "testhost", "--label", "good"]) == 0
+    set_sgl_kernel(venv, "0.3.17")
+    code, out = doctor(capsys, "testhost@good", "testhost", "nobody@127.0.0.1:1", "--json")
+    found = json.loads(out)
+    assert code == 1 and [r["exit_code"] for r in found] == [0, 2, 1]
+    assert found[0]["source"].startswith("stored snapshot ") and "error" in found[2]
