@@ -26,9 +26,10 @@ def apply_findings(changes: list[Change], before: Diagnosis, after: Diagnosis) -
         produced = [f for f in new if change.drift and (change.category, str(change.item)) in f.subjects]
         tied |= {id(f) for f in produced}
         out.append(_say(change, produced) if produced else change)
-    keys = {(c.category, str(c.item)) for c in changes if c.drift}
+    keys = {(c.category, str(c.item)) for c in changes}
     # Appeared or vanished with no change of its subjects (a reading the diff does not
-    # report, a rule's data that changed): a line of its own, on both sides alike.
+    # report, a rule's data that changed): a line of its own, on both sides alike. A
+    # context change of a subject (a reinstall with identical files) already explains it.
     out += [_appeared(f) for f in new if id(f) not in tied and _whole(f, before) and not keys & set(f.subjects)]
     out += [_vanished(f) for f in gone if _whole(f, after) and not keys & set(f.subjects)]
     return out, after.new_since(before)

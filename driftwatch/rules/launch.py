@@ -22,6 +22,7 @@ from driftwatch.diff.launch import (
     sglang_kv_budget,
     total_gib,
 )
+from driftwatch.diff.runtime import error_item
 from driftwatch.rules.finding import Finding
 from driftwatch.rules.host import Host, Missing
 
@@ -99,7 +100,8 @@ def _context_fit(host: Host, field: str, kind: str) -> list[Finding]:
     context = fmt.number(host.launch().get(field))
     if tokens is None or context is None or tokens >= context:
         return []
-    errors = {as_dict(e).get("kind") for log in logs for e in log.get("errors") or []}
+    # Older logs stored the finer name as the kind; newer ones keep it as the detail.
+    errors = {as_dict(e).get(k) for log in logs for e in log.get("errors") or [] for k in ("kind", "detail")}
     return [Finding(
         severity=Severity.high if kind == "vllm" else Severity.medium,
         why=f"the KV cache holds {tokens:,.0f} tokens, fewer than one request of the full context length "
@@ -120,7 +122,7 @@ def _log_subjects(host: Host, kind: str) -> list[tuple[str, str]]:
         if log.get("kind") == kind:
             where = str(log.get("path"))
             found.append(("log", f"{where}: kv cache"))
-            found += [("log", f"{where}: {as_dict(e).get('kind')}") for e in log.get("errors") or []]
+            found += [("log", error_item(where, as_dict(e))) for e in log.get("errors") or []]
     return found
 
 

@@ -13,7 +13,17 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from driftwatch.model import Snapshot
-from driftwatch.rules import driver_cuda, gpu_state, known_bad, launch, requirements, settings
+from driftwatch.rules import (
+    caches,
+    driver_cuda,
+    driver_layers,
+    gpu_state,
+    known_bad,
+    launch,
+    libraries,
+    requirements,
+    settings,
+)
 from driftwatch.rules.finding import Diagnosis, Finding, NotRun
 from driftwatch.rules.host import Host, Missing, RuleOptions
 
@@ -25,6 +35,14 @@ RULES: dict[str, Rule] = {
     "green-contexts-need-driver": driver_cuda.green_contexts,
     "unmet-requirement": requirements.unmet_requirements,
     "known-bad-version": known_bad.known_bad_versions,
+    # the stack as loaded (libraries, caches)
+    "file-two-owners": libraries.file_two_owners,
+    "modified-install": libraries.modified_installs,
+    "shadowed-library": libraries.shadowed_libraries,
+    "stale-compile-cache": caches.stale_caches,
+    # the driver's layers
+    "kernel-module-vs-userspace": driver_layers.kernel_module_vs_userspace,
+    "fabric-manager": driver_layers.fabric_manager,
     # how the server is launched
     "kv-budget-sglang": launch.sglang_budget,
     "kv-budget-vllm": launch.vllm_budget,

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from driftwatch.severity import Severity
+from driftwatch.diff import fmt
+from driftwatch.diff.context import as_dict
 from driftwatch.rules.finding import Finding
 from driftwatch.rules.host import Host, Missing, Source
 from driftwatch.rules.launch import world_size
@@ -109,15 +111,19 @@ def expandable_segments(host: Host) -> list[Finding]:
     if tp <= 1 or settings.get("disable_custom_all_reduce") is True:
         return []
     where = ", ".join(f"{name} in {w}" for w, name in places)
+    failed = [as_dict(e).get("message") for log in host.logs() for e in log.get("errors") or []
+              if as_dict(e).get("kind") == "custom-allreduce" or "custom_all_reduce" in str(as_dict(e).get("message"))]
     return [Finding(
         severity=Severity.high,
         why=f"expandable_segments:True ({where}) with tensor parallelism {tp:g}: custom all-reduce shares "
             "its buffers through cudaIpcGetMemHandle, which rejects expandable-segment memory, so TP "
-            "workers die at start ('custom_all_reduce.cuh … invalid argument') unless the server falls back",
+            "workers die at start ('custom_all_reduce.cuh … invalid argument') unless the server falls back"
+            + (f"; the log shows it: {fmt.value(failed[0])}" if failed else ""),
         fix="drop expandable_segments:True, or start the server with --disable-custom-all-reduce",
         reference=EXPANDABLE,
         subjects=tuple(("env", name) for _, name in places) + (("launch-arg", "disable_custom_all_reduce"),),
         key="expandable_segments",
+        observed=bool(failed),
     )]
 
 

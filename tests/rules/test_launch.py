@@ -17,7 +17,7 @@ def test_the_seed_incident_is_observed_when_the_log_shows_it() -> None:
     assert "the log shows it failed: RuntimeError: Not enough memory" in finding.why and "(8×)" in finding.why
     assert "raise --mem-fraction-static above 0.85" in finding.fix
     assert ("launch-arg", "mem_fraction_static") in finding.subjects
-    assert ("log", "/data/logs/server.log: not_enough_memory") in finding.subjects
+    assert ("log", "/data/logs/server.log: kv-budget (not_enough_memory)") in finding.subjects  # the diff's key
 
 
 def test_a_fraction_set_since_the_good_run_is_predicted() -> None:
