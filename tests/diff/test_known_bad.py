@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from driftwatch.alerts import fingerprint
+from driftwatch.cron.alerts import fingerprint
 from driftwatch.diff import diff_snapshots
 from driftwatch.severity import Severity
 from tests.diff.builders import GPU0, GPU1, SRT, baseline, dist, dists, make_snapshot
