@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from driftwatch.cli import main
 from tests.sshd import Sshd
@@ -113,3 +114,29 @@ def test_one_report_per_host_and_an_unreachable_one_is_an_error(venv: Path, caps
     found = json.loads(out)
     assert code == 1 and [r["exit_code"] for r in found] == [0, 2, 1]
     assert found[0]["source"].startswith("stored snapshot ") and "error" in found[2]
+
+
+def doctor_gauges(prom: Path) -> dict[str, float]:
+    text = (prom / "driftwatch_testhost.prom").read_text()
+    return {
+        s.labels["severity"]: s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "driftwatch_doctor_findings"
+    }
+
+
+def test_check_says_which_change_made_the_known_bad_state(venv: Path, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["snapshot", "testhost", "--label", "good"]) == 0
+    prom = tmp_path / "textfile"
+    assert main(["check", "testhost", "--textfile", str(prom)]) == 0
+    assert doctor_gauges(prom) == {"critical": 0, "high": 0, "medium": 0, "low": 0, "info": 0}
+    set_sgl_kernel(venv, "0.3.17")
+    capsys.readouterr()
+    assert main(["check", "testhost", "--json", "--textfile", str(prom)]) == 2
+    [entry] = json.loads(capsys.readouterr().out)
+    first = entry["changes"][0]
+    assert first["item"] == "sgl-kernel" and "known-bad state (predicted): sglang 0.5.6 requires" in first["explanation"]
+    assert [k["rule"] for k in entry["known_bad"]] == ["unmet-requirement"]
+    assert doctor_gauges(prom)["high"] == 1

@@ -10,7 +10,7 @@ from driftwatch.diff.change import Change, DiffOptions, DiffResult, Severity
 from driftwatch.diff.commits import fold_commits
 from driftwatch.diff.context import DiffContext, Facts
 from driftwatch.diff.generic import diff_generic
-from driftwatch.diff.known_bad import apply_findings
+from driftwatch.diff.known_bad import apply_findings, said_once
 from driftwatch.diff.launch import diff_launch
 from driftwatch.diff.probes import comparable, diff_probe
 from driftwatch.diff.rank import rank_changes
@@ -64,7 +64,7 @@ def diff_snapshots(
         rule_options = RuleOptions(focus=ctx.focus, version_rules=tuple(ctx.options.version_rules))
         after = diagnose(new, rule_options)
         changes, found = apply_findings(changes, diagnose(old, rule_options), after)
-    ranked = rank_changes(changes)
+    ranked = said_once(rank_changes(changes), after.findings if after is not None else [])
     summary = summarize(ranked, old, new, different)
     summary["known_bad"] = len([f for f in found if f.severity is not Severity.info])
     return DiffResult(changes=ranked, summary=summary, findings=found, after=after)

@@ -39,6 +39,23 @@ def sentence(finding: Finding) -> str:
     return f"known-bad state ({finding.evidence}): {finding.why}. Fix: {finding.fix}"
 
 
+def said_once(ranked: list[Change], findings: list[Finding]) -> list[Change]:
+    """A state several changes produced together is said in full on the first of their
+    lines (in ranked order); the others point to it."""
+    seen: set[str] = set()
+    out = []
+    for change in ranked:
+        text = change.explanation
+        for finding in findings:
+            full = sentence(finding)
+            if full in text:
+                if full in seen:
+                    text = text.replace(full, f"known-bad state ({finding.evidence}) {finding.rule}, as above")
+                seen.add(full)
+        out.append(change if text == change.explanation else replace(change, explanation=text))
+    return out
+
+
 def _say(change: Change, produced: list[Finding]) -> Change:
     produced = sorted(produced, key=lambda f: -f.severity.rank)
     text = change.explanation + " — " + "; ".join(sentence(f) for f in produced)

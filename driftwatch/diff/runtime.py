@@ -115,12 +115,6 @@ def _error_key(error: Facts) -> tuple[Any, Any]:
     return error.get("kind"), error.get("detail", error.get("kind"))
 
 
-def error_item(where: str, error: Facts) -> str:
-    """The diff's item for a logged error: ``<log>: kv-budget (not_enough_memory)``."""
-    kind, detail = _error_key(error)
-    return f"{where}: {kind}" + (f" ({detail})" if detail and detail != kind else "")
-
-
 def _errors(where: str, old: Any, new: Any) -> list[Change]:
     seen = {_error_key(e) for e in old or [] if isinstance(e, dict)}
     fresh: dict[tuple[Any, Any], Facts] = {}
@@ -128,12 +122,12 @@ def _errors(where: str, old: Any, new: Any) -> list[Change]:
         if isinstance(error, dict) and _error_key(error) not in seen:
             fresh.setdefault(_error_key(error), error)
     changes = []
-    for (kind, _detail), error in fresh.items():
+    for (kind, detail), error in fresh.items():
         count = error.get("count") or 1
         ranks = f" ({count}×)" if count > 1 else ""
         # A root cause (a KV budget, an allocation) ranks above "the engine failed to start".
         order = cause_rank(kind)
-        changes.append(Change("log", error_item(where, error), None,
+        changes.append(Change("log", f"{where}: {kind}" + (f" ({detail})" if detail and detail != kind else ""), None,
                               error.get("message"), Severity.high,
                               f"new {kind} error in {where}{ranks}: {fmt.value(error.get('message'))}",
                               magnitude=float(len(CAUSE_ORDER) - order)))

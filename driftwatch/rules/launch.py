@@ -22,7 +22,6 @@ from driftwatch.diff.launch import (
     sglang_kv_budget,
     total_gib,
 )
-from driftwatch.diff.runtime import error_item
 from driftwatch.rules.finding import Finding
 from driftwatch.rules.host import Host, Missing
 
@@ -53,7 +52,7 @@ def sglang_budget(host: Host) -> list[Finding]:
             fix=f"raise --mem-fraction-static above {1 - avail / total:.2f} (or unset it to let SGLang choose), "
                 "or free GPU memory",
             reference=SGLANG_MEMORY,
-            subjects=(("launch-arg", "mem_fraction_static"), *_log_subjects(host, "sglang")),
+            subjects=(("launch-arg", "mem_fraction_static"),),
             key="kv-budget",
             observed=failure is not None,
         ))
@@ -84,7 +83,7 @@ def vllm_budget(host: Host) -> list[Finding]:
                 + (f"; the log shows it failed: {failure}" if failure else ""),
             fix="raise --gpu-memory-utilization, lower --max-num-seqs or --max-model-len, or free GPU memory",
             reference=VLLM_MEMORY,
-            subjects=(("launch-arg", "gpu_memory_utilization"), *_log_subjects(host, "vllm")),
+            subjects=(("launch-arg", "gpu_memory_utilization"),),
             key="kv-budget",
             observed=failure is not None,
         ))
@@ -109,21 +108,10 @@ def _context_fit(host: Host, field: str, kind: str) -> list[Finding]:
                                              ": long requests cannot be served"),
         fix=f"lower --{field.replace('_', '-')} to at most {tokens:,.0f}, or give the KV cache more memory",
         reference=SGLANG_MEMORY if kind == "sglang" else VLLM_MEMORY,
-        subjects=(("launch-arg", field), *_log_subjects(host, kind)),
+        subjects=(("launch-arg", field), *(("log", f"{log.get('path')}: kv cache") for log in logs)),
         key=f"context-fit {field}",
         observed=KV_TOO_SMALL in errors,
     )]
-
-
-def _log_subjects(host: Host, kind: str) -> list[tuple[str, str]]:
-    """The diff's keys for this kind's logs: their memory errors and KV cache size."""
-    found = []
-    for log in host.logs():
-        if log.get("kind") == kind:
-            where = str(log.get("path"))
-            found.append(("log", f"{where}: kv cache"))
-            found += [("log", error_item(where, as_dict(e))) for e in log.get("errors") or []]
-    return found
 
 
 def world_size(host: Host) -> int | None:

@@ -135,3 +135,14 @@ def test_a_context_change_is_never_tied() -> None:
     dists(new)["sgl-kernel"]["installed_at"] += 60  # reinstalled with identical files
     result = diff_snapshots(make_snapshot(**old), make_snapshot(minutes=60, **new))
     assert [c.context for c in result.changes] == [True] and "known-bad" not in result.changes[0].explanation
+
+
+def test_a_state_two_changes_made_together_is_said_once_in_full() -> None:
+    old, new = good(), good()
+    torch_under_its_kernels(new)
+    dists(new)["flashinfer-python"]["record_sha256"] = "rebuilt"  # pinned with torch by sglang, rebuilt too
+    result = diff_snapshots(make_snapshot(**old), make_snapshot(minutes=60, **new))
+    torch, flashinfer = (next(c for c in result.changes if c.item == name) for name in ("torch", "flashinfer-python"))
+    assert result.changes[0] is torch and "known-bad state (predicted): sglang 0.5.6 requires torch==2.8.0" in torch.explanation
+    assert flashinfer.explanation.endswith("— known-bad state (predicted) unmet-requirement, as above")
+    assert flashinfer.evidence == torch.evidence  # both made it: both rank with the evidence
