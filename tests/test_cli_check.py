@@ -82,14 +82,19 @@ def test_alerts_once_per_new_drift_and_once_resolved(
     assert "SECRET-TOKEN" not in capsys.readouterr().err
 
 
-def drift_gauges(prom: Path) -> dict[str, float]:
+def gauges(prom: Path, metric: str) -> dict[str, float]:
+    """testhost's ``metric`` by severity, as node_exporter would read the textfile."""
     text = (prom / "driftwatch_testhost.prom").read_text()
     return {
         s.labels["severity"]: s.value
         for family in text_string_to_metric_families(text)
         for s in family.samples
-        if s.name == "driftwatch_drift_changes"
+        if s.name == metric
     }
+
+
+def drift_gauges(prom: Path) -> dict[str, float]:
+    return gauges(prom, "driftwatch_drift_changes")
 
 
 def test_downgrade_back_to_the_baseline_resolves_the_alert(

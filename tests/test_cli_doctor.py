@@ -13,10 +13,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from driftwatch.cli import main
 from tests.sshd import Sshd
+from tests.test_cli_check import gauges
 from tests.venvs import TORCH_GIT_VERSION, make_gpu_venv, site_packages, write_dist_info
 
 H200_CUDA_13_1 = Path(__file__).parent / "fixtures" / "nvidia-smi" / "linux-x86_64__nvidia-h200__590.48.01.txt"
@@ -117,13 +117,7 @@ def test_one_report_per_host_and_an_unreachable_one_is_an_error(venv: Path, caps
 
 
 def doctor_gauges(prom: Path) -> dict[str, float]:
-    text = (prom / "driftwatch_testhost.prom").read_text()
-    return {
-        s.labels["severity"]: s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-        if s.name == "driftwatch_doctor_findings"
-    }
+    return gauges(prom, "driftwatch_doctor_findings")
 
 
 def test_check_says_which_change_made_the_known_bad_state(venv: Path, tmp_path: Path,
