@@ -42,16 +42,16 @@ def sentence(finding: Finding) -> str:
 def said_once(ranked: list[Change], findings: list[Finding]) -> list[Change]:
     """A state several changes produced together is said in full on the first of their
     lines (in ranked order); the others point to it."""
+    sentences = [(sentence(f), f"known-bad state ({f.evidence}) {f.rule}, as above") for f in findings]
     seen: set[str] = set()
     out = []
     for change in ranked:
         text = change.explanation
-        for finding in findings:
-            full = sentence(finding)
-            if full in text:
-                if full in seen:
-                    text = text.replace(full, f"known-bad state ({finding.evidence}) {finding.rule}, as above")
-                seen.add(full)
+        if change.evidence or " — known-bad state (" in text:
+            for full, short in sentences:
+                if full in text:
+                    text = text.replace(full, short) if full in seen else text
+                    seen.add(full)
         out.append(change if text == change.explanation else replace(change, explanation=text))
     return out
 

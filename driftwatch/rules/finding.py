@@ -8,6 +8,7 @@ can produce it (``("package", "sgl-kernel")``, ``("env", "NCCL_P2P_DISABLE")``,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from driftwatch.severity import Severity
@@ -100,7 +101,7 @@ class Diagnosis:
             by_identity.setdefault(mine.identity, []).append(mine)
         return [f for f in findings if not any(mine.covers(f) for mine in by_identity.get(f.identity, ()))]
 
-    @property
+    @cached_property
     def identities(self) -> frozenset[tuple[str, str]]:
         return frozenset(f.identity for f in self.findings)
 
