@@ -58,7 +58,9 @@ def said_once(ranked: list[Change], findings: list[Finding]) -> list[Change]:
 
 def _say(change: Change, produced: list[Finding]) -> Change:
     produced = sorted(produced, key=lambda f: -f.severity.rank)
-    text = change.explanation + " — " + "; ".join(sentence(f) for f in produced)
+    key = (change.category, str(change.item))
+    said = [f"known-bad state ({f.evidence}). Fix: {f.fix}" if key in f.restates else sentence(f) for f in produced]
+    text = change.explanation + " — " + "; ".join(said)
     strongest = produced[0].severity
     if strongest.rank < EVIDENCE.rank:
         return replace(change, explanation=text)  # a note or a small problem: said, not ranked up

@@ -56,6 +56,7 @@ def _stale(key: str, path: str, name: str, entry: Facts, installs: dict[str, lis
             reference=STALE_JIT,
             subjects=(("file", f"{key.rstrip('/')}/{name}"), *package_subjects(package)),
             key=f"{key}/{name}",
+            restates=(("file", f"{key.rstrip('/')}/{name}"),),  # the caches diff's line for the entry
         )
     return None
 

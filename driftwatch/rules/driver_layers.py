@@ -31,6 +31,7 @@ def kernel_module_vs_userspace(host: Host) -> list[Finding]:
         subjects=LAYERS,
         key="layers",
         observed=True,
+        restates=(("driver", "driver layers"),),
     )]
 
 
@@ -65,4 +66,5 @@ def fabric_manager(host: Host) -> list[Finding]:
         subjects=subjects,
         key="fabric-manager",
         observed=True,
+        restates=(("driver", "fabric manager"), ("driver", "fabric manager service")),
     )]

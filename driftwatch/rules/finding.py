@@ -25,6 +25,9 @@ class Finding:
     subjects: tuple[Subject, ...]
     key: str  # tells this finding from the rule's others ("python3: sglang → torch")
     observed: bool = False  # the snapshot shows the failure (a logged error); else predicted
+    # Subjects whose diff line already describes this very state (the shared file's own line):
+    # there the diff adds only that it is known-bad, and the fix.
+    restates: tuple[Subject, ...] = ()
     rule: str = ""  # the registry's name for the rule, set by diagnose()
 
     @property

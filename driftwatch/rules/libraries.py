@@ -46,6 +46,7 @@ def file_two_owners(host: Host) -> list[Finding]:
                 subjects=(*(s for name in sorted(claims) for s in package_subjects(name)), (file_category(path), short)),
                 key=f"{interp}: {path}",
                 observed=True,
+                restates=((file_category(path), short),),
             ))
     return findings
 
@@ -71,9 +72,10 @@ def modified_installs(host: Host) -> list[Finding]:
                 fix=f"pip install --force-reinstall --no-deps '{dist}=={version}'" if version
                     else f"pip install --force-reinstall --no-deps {dist}",
                 reference=RECORD_SPEC,
-                subjects=(*package_subjects(dist), (file_category(native[0]) if native else "package", dist)),
+                subjects=(*package_subjects(dist), (file_category(native[0]), dist)) if native else package_subjects(dist),
                 key=f"{interp}: {dist}",
                 observed=True,
+                restates=((file_category(native[0]), dist),) if native and file_category(native[0]) != "package" else (),
             ))
     return findings
 
@@ -97,15 +99,15 @@ def shadowed_libraries(host: Host) -> list[Finding]:
 
 def _shadowed(server: str, name: str, paths: list[str], files: Facts, wheel_paths: list[str],
               env: dict[str, str]) -> Finding | None:
-    subjects: tuple[Subject, ...] = ((file_category(name), f"{name} ({server})"),
-                                     *(("env", v) for v in SHADOWING_ENV if v in env))
-    key = f"{server}: {name}"
+    line: Subject = (file_category(name), f"{name} ({server})")  # the diff's own line for this mapping
+    subjects: tuple[Subject, ...] = (line, *(("env", v) for v in SHADOWING_ENV if v in env))
+    key, restates = f"{server}: {name}", (line,)
     if len(paths) > 1:
         copies = ", ".join(_copy(p, files) for p in paths)
         return Finding(
             severity=Severity.high, why=f"the server {server} has two copies of {name} loaded in one process: {copies}",
             fix=f"make one {name} reachable (check LD_PRELOAD, LD_LIBRARY_PATH and the wheels), then restart the server",
-            reference=LD_SO, subjects=subjects, key=key, observed=True)
+            reference=LD_SO, subjects=subjects, key=key, observed=True, restates=restates)
     path = paths[0]
     if path.endswith(DELETED):
         return Finding(
@@ -123,7 +125,7 @@ def _shadowed(server: str, name: str, paths: list[str], files: Facts, wheel_path
         why=f"the server {server} maps {_copy(path, files)}, not its wheels' {wheel}: another copy is found first{cause}",
         fix="remove what puts that copy first (unset the variable, or the system library from the loader's path), "
             "then restart the server",
-        reference=LD_SO, subjects=subjects, key=key, observed=True)
+        reference=LD_SO, subjects=subjects, key=key, observed=True, restates=restates)
 
 
 def _integrity(host: Host) -> dict[str, Facts]:

@@ -10,6 +10,9 @@ import pytest
 
 from driftwatch.cron.alerts import fingerprint
 from driftwatch.diff import diff_snapshots
+from driftwatch.diff.change import Change
+from driftwatch.diff.known_bad import apply_findings
+from driftwatch.rules.finding import Diagnosis, Finding
 from driftwatch.severity import Severity
 from tests.diff.builders import GPU0, GPU1, SRT, baseline, dist, dists, make_snapshot
 from tests.rules.builders import SGLANG, logs, processes, server
@@ -146,3 +149,16 @@ def test_a_state_two_changes_made_together_is_said_once_in_full() -> None:
     assert result.changes[0] is torch and "known-bad state (predicted): sglang 0.5.6 requires torch==2.8.0" in torch.explanation
     assert flashinfer.explanation.endswith("— known-bad state (predicted) unmet-requirement, as above")
     assert flashinfer.evidence == torch.evidence  # both made it: both rank with the evidence
+
+
+def test_a_line_that_already_describes_the_state_gets_only_the_verdict_and_the_fix() -> None:
+    state = Finding(Severity.high, "libnccl.so.2 is installed by a and b: a's copy loads", "pip uninstall b", "https://x",
+                    subjects=(("package", "b"), ("nccl", "nvidia/nccl/lib/libnccl.so.2")), key="k", observed=True,
+                    rule="file-two-owners", restates=(("nccl", "nvidia/nccl/lib/libnccl.so.2"),))
+    cause = Change("package", "b", None, "2.30.7", Severity.low, "b 2.30.7 newly installed")
+    line = Change("nccl", "nvidia/nccl/lib/libnccl.so.2", None, "a", Severity.high, "libnccl.so.2 is installed by a and b")
+    said, new = apply_findings([cause, line], Diagnosis([], ran=frozenset({"file-two-owners"})),
+                               Diagnosis([state], ran=frozenset({"file-two-owners"})))
+    assert said[0].explanation == "b 2.30.7 newly installed — known-bad state (observed): " + state.why + ". Fix: pip uninstall b"
+    assert said[1].explanation == "libnccl.so.2 is installed by a and b — known-bad state (observed). Fix: pip uninstall b"
+    assert new == [state] and said[0].severity is Severity.high and said[0].evidence == said[1].evidence
