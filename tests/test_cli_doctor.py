@@ -9,13 +9,16 @@ exit 0 and no finding.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from driftwatch.cli import main
-from tests.sshd import Sshd
+from tests.sshd import Sshd, find_sshd, start_sshd
 from tests.test_cli_check import gauges
 from tests.venvs import TORCH_GIT_VERSION, make_gpu_venv, site_packages, write_dist_info
 
@@ -30,20 +33,25 @@ COMPLETION = {
 }
 
 
-@pytest.fixture
-def venv(sshd: Sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    sshd.fake_env(FAKE_NVIDIA_SMI_CAPTURE=str(H200_CUDA_13_1))
-    venv = tmp_path / "venv"
+def healthy_host(server: Sshd, root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The H200 capture behind ``server``, a complete GPU venv, and a config for testhost."""
+    server.fake_env(FAKE_NVIDIA_SMI_CAPTURE=str(H200_CUDA_13_1))
+    venv = root / "venv"
     python = make_gpu_venv(venv)
     for name, version in COMPLETION.items():
         disk = name.replace("-", "_")
         write_dist_info(site_packages(venv), disk, name, version, [], {f"{disk}/__init__.py": ""})
-    (tmp_path / "driftwatch.toml").write_text(
-        f'timeout = 30\nconnect_timeout = 5\nssh_config = "{sshd.ssh_config_path}"\n'
-        f'known_hosts = "{sshd.known_hosts_path}"\n[watch]\npython = ["{python}"]\n'
+    (root / "driftwatch.toml").write_text(
+        f'timeout = 30\nconnect_timeout = 5\nssh_config = "{server.ssh_config_path}"\n'
+        f'known_hosts = "{server.known_hosts_path}"\n[watch]\npython = ["{python}"]\n'
     )
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(root)
     return venv
+
+
+@pytest.fixture
+def venv(sshd: Sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    return healthy_host(sshd, tmp_path, monkeypatch)
 
 
 def doctor(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
@@ -134,3 +142,67 @@ def test_check_says_which_change_made_the_known_bad_state(venv: Path, tmp_path: 
     assert first["item"] == "sgl-kernel" and "known-bad state (predicted): sglang 0.5.6 requires" in first["explanation"]
     assert [k["rule"] for k in entry["known_bad"]] == ["unmet-requirement"]
     assert doctor_gauges(prom)["high"] == 1
+
+
+# The loaded-stack scenarios need the libraries and caches probes (the libs and caches
+# branches): until those are in this tree the tests skip, saying so; then they run.
+
+
+def test_two_nccl_wheels_owning_one_file_name_the_copy_that_loads(venv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("driftwatch.probes.libraries", reason="needs the libraries probe (libs branch)")
+    code, out = doctor(capsys, "testhost")
+    assert code == 0, out
+    write_dist_info(site_packages(venv), "nvidia_nccl_cu13", "nvidia-nccl-cu13", "2.28.9", [],
+                    {"nvidia/nccl/__init__.py": "", "nvidia/nccl/lib/libnccl.so.2": "\x7fELF-cu13-build\n"})
+    code, out = doctor(capsys, "testhost")
+    assert code == 2
+    assert ("file-two-owners [observed] nvidia/nccl/lib/libnccl.so.2 is installed by nvidia-nccl-cu12 2.27.3 and "
+            "nvidia-nccl-cu13 2.28.9: the copy on disk is nvidia-nccl-cu13's, so nvidia-nccl-cu13 2.28.9 is what loads") in out
+    assert "fix: pip uninstall nvidia-nccl-cu12 (it deletes this file too), then pip install --force-reinstall" in out
+
+
+@pytest.fixture
+def private_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, Path]]:
+    """(venv, HOME): an sshd of its own whose sessions have a private HOME, so the caches sit
+    at their default places without touching this machine's."""
+    pytest.importorskip("driftwatch.probes.caches", reason="needs the caches probe (caches branch)")
+    exe = find_sshd()
+    if exe is None:
+        pytest.skip("OpenSSH sshd is not installed")
+    home = tmp_path / "home"
+    home.mkdir()
+    server = start_sshd(tmp_path / "sshd", exe, setenv={"HOME": str(home)})  # type: ignore[call-arg]
+    try:
+        yield healthy_host(server, tmp_path, monkeypatch), home
+    finally:
+        server.stop()
+
+
+def jit_build(home: Path, version: str, built: float) -> Path:
+    """A FlashInfer JIT op as it leaves ~/.cache/flashinfer/<version>: objects and the module."""
+    build = home / ".cache" / "flashinfer" / version / "121a" / "cached_ops" / "fused_moe_120"
+    build.mkdir(parents=True)
+    for i in range(8):
+        (build / f"moe_kernel_{i}.cuda.o").write_bytes(b"o" * (1000 + i))
+    (build / "fused_moe_120.so").write_bytes(b"so" * 4000)
+    for path in build.iterdir():
+        os.utime(path, (built, built))
+    return build
+
+
+def test_a_stale_flashinfer_cache_after_a_same_version_reinstall(
+    private_home: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    venv, home = private_home
+    site = site_packages(venv)
+    dist_info = next(site.glob("flashinfer_python-*.dist-info"))
+    os.utime(dist_info, (time.time() - 3600, time.time() - 3600))  # installed an hour ago
+    jit_build(home, "0.4.1", time.time() - 600)  # its kernels JIT-compiled since
+    code, out = doctor(capsys, "testhost")
+    assert code == 0, out
+    shutil.rmtree(dist_info)  # the same version reinstalled (a rebuilt wheel): now
+    write_dist_info(site, "flashinfer_python", "flashinfer-python", "0.4.1", [], {"flashinfer/__init__.py": "# rebuilt\n"})
+    code, out = doctor(capsys, "testhost")
+    cache = home / ".cache" / "flashinfer" / "0.4.1"
+    assert code == 2 and f"stale-compile-cache [predicted] {cache}: 9 of 9 compiled objects predate the install" in out
+    assert f"fix: rm -rf {cache} (it is rebuilt on next use)" in out
