@@ -65,6 +65,7 @@ def modified_installs(host: Host) -> list[Finding]:
                 what.append(f"{fmt.plural(len(missing), 'file')} it lists {'is' if len(missing) == 1 else 'are'} missing")
             version = versions.get(dist)
             label = f"{dist} {version}" if version else dist
+            line = (file_category(native[0]) if native else "package", dist)  # the RECORD diff's line
             findings.append(Finding(
                 severity=Severity.high if native else Severity.medium,
                 why=f"{label}{_where(host, interp)}: {' and '.join(what)} "
@@ -72,10 +73,10 @@ def modified_installs(host: Host) -> list[Finding]:
                 fix=f"pip install --force-reinstall --no-deps '{dist}=={version}'" if version
                     else f"pip install --force-reinstall --no-deps {dist}",
                 reference=RECORD_SPEC,
-                subjects=(*package_subjects(dist), (file_category(native[0]), dist)) if native else package_subjects(dist),
+                subjects=(*package_subjects(dist), line),
                 key=f"{interp}: {dist}",
                 observed=True,
-                restates=((file_category(native[0]), dist),) if native and file_category(native[0]) != "package" else (),
+                restates=(line,),
             ))
     return findings
 
