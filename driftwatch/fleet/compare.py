@@ -95,7 +95,7 @@ def compare_fleet(snapshots: Mapping[str, Snapshot], options: DiffOptions | None
     ranked = _dedupe(_rank(findings))
     rules = RuleOptions(focus=focus, version_rules=tuple(options.version_rules))
     known_bad = {host: diagnose(snap, rules).problems for host, snap in snapshots.items()}
-    return FleetResult(ranked, summarize(list(snapshots), ranked), {h: f for h, f in known_bad.items() if f})
+    return FleetResult(ranked, summarize(list(snapshots), ranked), known_bad={h: f for h, f in known_bad.items() if f})
 
 
 def _compare_path(path: str, flat: dict[str, FactMap], ok: dict[str, set[str]]) -> list[Finding]:

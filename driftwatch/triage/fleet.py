@@ -27,4 +27,4 @@ def ignore_findings(result: FleetResult, ignoring: Ignoring, use: RuleUse | None
             kept.append(finding)
     summary: dict[str, Any] = {**result.summary, **summarize(result.summary["hosts"], kept)}
     summary["ignored"] = len(ignored)
-    return FleetResult(kept, summary, ignored=ignored)
+    return FleetResult(kept, summary, ignored=ignored, known_bad=result.known_bad)

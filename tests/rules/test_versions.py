@@ -38,10 +38,10 @@ ENTRY = 'package = "vllm"\nversions = ">=0.10"\nseverity = "high"\nmessage = "m"
 
 
 @pytest.mark.parametrize(("change", "says"), [
-    (("versions = \">=0.10\"", "versions = \"0.10\""), "rules.0.versions: Value error, not a version range"),
+    (("versions = \">=0.10\"", "versions = \"0.10\""), "rules.0.versions: not a version range"),
     (("severity = \"high\"", "severity = \"bad\""), "rules.0.severity: Input should be"),
-    (("https://x.example/1", "see wiki"), "rules.0.reference: Value error, must be a URL"),
-    (("message = \"m\"\n", "message = \"m\"\narch = \"sparc\"\n"), "rules.0.arch: Value error, must be one of"),
+    (("https://x.example/1", "see wiki"), "rules.0.reference: must be a URL"),
+    (("message = \"m\"\n", "message = \"m\"\narch = \"sparc\"\n"), "rules.0.arch: must be one of"),
     (("message = \"m\"\n", "message = \"m\"\npackges = \"x\"\n"), "rules.0.packges: Extra inputs are not permitted"),
 ])
 def test_a_bad_entry_is_one_line_at_load(change: tuple[str, str], says: str) -> None:
