@@ -16,7 +16,16 @@ DEFAULT_FOCUS = [
     "transformers",
     "vllm",
 ]
-DEFAULT_ENV = ["SGLANG_*", "SGL_*", "NCCL_*", "CUDA_*", "TORCH_*", "PYTORCH_*", "NVIDIA_*"]
+# The variables that public incident reports show changing what a server loads or does:
+# the servers' own knobs, NCCL/NVSHMEM/UCX/Gloo transports, the dynamic loader (LD_PRELOAD
+# and LD_LIBRARY_PATH decide which libnccl is loaded), Hugging Face locations and modes,
+# thread counts and the rendezvous address. Secret-looking names (HF_TOKEN) keep only their
+# name: driftwatch.redact replaces the value.
+DEFAULT_ENV = [
+    "SGLANG_*", "SGL_*", "NCCL_*", "CUDA_*", "TORCH_*", "PYTORCH_*", "NVIDIA_*",
+    "LD_PRELOAD", "LD_LIBRARY_PATH", "VLLM_*", "HF_*", "TRANSFORMERS_*", "OMP_NUM_THREADS",
+    "NVSHMEM_*", "UCX_*", "GLOO_*", "MASTER_ADDR", "MASTER_PORT",
+]
 
 
 class WatchSettings(BaseModel):

@@ -16,8 +16,12 @@ from driftwatch.logparse.headline import ENGINE_NAMES, summarize_log
 
 PROCESS_KEYS = frozenset({"servers", "login_env", "login_shell", "login_env_error", "truncated"})
 LOG_KEYS = frozenset({"logs"})
-# Settings that change which GPUs, which NCCL transport or which kernels a job uses.
-HIGH_ENV_PREFIXES = ("NCCL_", "CUDA_", "SGLANG_", "SGL_", "NVIDIA_", "PYTORCH_CUDA_ALLOC_CONF", "TORCH_")
+# Settings that change which GPUs, which NCCL transport, which kernels or which shared
+# libraries a job uses.
+HIGH_ENV_PREFIXES = (
+    "NCCL_", "CUDA_", "SGLANG_", "SGL_", "NVIDIA_", "PYTORCH_CUDA_ALLOC_CONF", "TORCH_",
+    "VLLM_", "NVSHMEM_", "UCX_", "LD_PRELOAD", "LD_LIBRARY_PATH",
+)
 LIBRARY_HINTS = ("libnccl", "sgl_kernel", "sgl-kernel", "flashinfer", "libcudart", "vllm/_C")
 KV_SHRINK = 0.10
 

@@ -139,13 +139,24 @@ def test_server_found_with_normalised_args_filtered_env_and_no_secret(servers: S
                               "port": "30001", "tp_size": "2", "cuda_graph_bs": ["1", "2", "4"], "enable_metrics": True}
     assert server["argv"][1:4] == ["-m", "sglang.launch_server", "--model-path"]
     assert server["env"] == {"SGLANG_FOO": "1", "NCCL_DEBUG": "INFO", "CUDA_VISIBLE_DEVICES": "0,1",
-                             "NCCL_NOTE": "see <redacted> here"}
+                             "NCCL_NOTE": "see <redacted> here", "HF_TOKEN": "<redacted>"}
     assert server["cwd"] == os.path.realpath(servers.root / "work")
     assert server["exe"] == os.path.realpath(sys.executable)
     assert server["volatile"]["pid"] == proc.pid and server["volatile"]["ppid"] == os.getpid()
     assert abs(server["volatile"]["start_time"] - time.time()) < 120
     dumped = result.model_dump_json()
     assert HF not in dumped and API not in dumped and "<redacted>" in dumped
+
+
+def test_default_env_covers_loader_hub_thread_and_rendezvous_variables(servers: Servers) -> None:
+    env = {"LD_PRELOAD": "/opt/libfoo.so", "LD_LIBRARY_PATH": "/usr/local/nccl/lib", "VLLM_USE_V1": "1",
+           "HF_HOME": "/data/hf", "HF_TOKEN": HF, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "OMP_NUM_THREADS": "8", "NVSHMEM_IB_ENABLE_IBGDA": "1", "UCX_NET_DEVICES": "mlx5_0:1",
+           "GLOO_SOCKET_IFNAME": "eth0", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500", "UNRELATED": "x"}
+    servers.start(env=env)
+    server = record(servers).facts["servers"]["sglang.launch_server"]
+    assert server["env"] == {**{k: v for k, v in env.items() if k != "UNRELATED"}, "HF_TOKEN": "<redacted>"}
+    assert HF not in json.dumps(server)
 
 
 def test_secret_variables_matched_by_a_glob_are_redacted_on_both_sides(servers: Servers) -> None:
