@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from driftwatch.probes.locations import DEFAULT_CACHES, DEFAULT_NCCL_CONF
+
 DEFAULT_FOCUS = [
     "sglang",
     "sgl-kernel",
@@ -47,5 +49,13 @@ class WatchSettings(BaseModel):
         ]
     )
     logs: list[str] = Field(default_factory=list)
+    # Compile and JIT cache directories (~ and $USER expand on the target). Known ones are
+    # also followed where the login or a server's environment moves them (TRITON_CACHE_DIR).
+    caches: list[str] = Field(default_factory=lambda: list(DEFAULT_CACHES))
+    cache_max_entries: int = 200_000  # per cache directory walked; beyond, "truncated"
+    # NCCL's configuration files; the file NCCL_CONF_FILE names is added wherever it is set.
+    nccl_conf: list[str] = Field(default_factory=lambda: list(DEFAULT_NCCL_CONF))
+    # Local model directories or Hugging Face hub ids, besides the models running servers serve.
+    models: list[str] = Field(default_factory=list)
     max_hash_bytes: int = 1024 * 1024 * 1024
     max_files: int = 20000

@@ -23,6 +23,7 @@ from typing import Any
 
 from driftwatch.launchargs import parse_launch_args
 from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeSkipped, run_target_python
+from driftwatch.probes.locations import LOCATION_ENV
 from driftwatch.redact import (
     NOT_SECRET,
     SECRET_NAME_RE,
@@ -33,8 +34,10 @@ from driftwatch.redact import (
     redact_env,
 )
 
-# Always recorded whatever the env globs say: it decides which GPUs a server sees.
-ALWAYS_ENV = ["CUDA_VISIBLE_DEVICES"]
+# Always recorded whatever the env globs say: which GPUs a server sees, and where its
+# compile caches, NCCL config file and Hugging Face cache are (the caches, nccl_conf and
+# models probes follow them there).
+ALWAYS_ENV = ["CUDA_VISIBLE_DEVICES", *LOCATION_ENV]
 # Mapped libraries worth recording: which NCCL, kernels, torch and CUDA runtime a server
 # really loaded. ``triton/_C`` rather than ``triton``: Triton's per-kernel cache objects
 # (``~/.triton/cache/<hash>/…so``) are many and churn without meaning anything.
@@ -134,6 +137,40 @@ def _run_json(ctx: ProbeContext, script_name: str, request: dict[str, Any]) -> d
     return report
 
 
+def observed(ctx: ProbeContext, max_processes: int = MAX_PROCESSES) -> Facts:
+    """The processes probe's facts, fetched once per snapshot: the caches, nccl_conf and
+    models probes read the servers' models and environments from them. Raises what the
+    probe would record (ProbeSkipped without /proc, ProbeError, ProbeTimeout)."""
+    return ctx.shared.once(("processes", max_processes), lambda: _observe(ctx, max_processes))
+
+
+def _observe(ctx: ProbeContext, max_processes: int) -> Facts:
+    rules = redaction_rules()
+    env = {"env": ctx.watch.env, "always_env": ALWAYS_ENV, **rules}
+    walk = {
+        **env,
+        "patterns": ctx.watch.processes,
+        "lib_markers": LIB_MARKERS,
+        "max_processes": max_processes,
+        "max_bytes": MAX_READ_BYTES,
+    }
+    # The login shell gets less than the deadline, so a hung profile is reported as such
+    # by the script instead of costing the whole probe.
+    login = {**env, "timeout": max(0.5, ctx.timeout * 0.8 - 0.5)}
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="processes") as pool:
+        # No patterns, nothing to match: no walk of /proc (one interpreter start less).
+        walked = pool.submit(_run_json, ctx, "processes_collect.py", walk) if walk["patterns"] else None
+        shell = pool.submit(_run_json, ctx, "login_env_collect.py", login)
+        try:
+            login_report = shell.result()
+        except ProbeError as exc:  # includes ProbeTimeout: the servers are still facts
+            login_report = {"login_env": None, "login_env_error": f"login shell: {exc}"}
+        report = walked.result() if walked is not None else {"processes": [], "truncated": False}
+    if report.get("error"):
+        raise ProbeSkipped(str(report["error"]))
+    return build_facts(report, login_report)
+
+
 class ProcessesProbe:
     name = "processes"
 
@@ -141,27 +178,4 @@ class ProcessesProbe:
         self.max_processes = max_processes
 
     def collect(self, ctx: ProbeContext) -> Facts:
-        rules = redaction_rules()
-        env = {"env": ctx.watch.env, "always_env": ALWAYS_ENV, **rules}
-        walk = {
-            **env,
-            "patterns": ctx.watch.processes,
-            "lib_markers": LIB_MARKERS,
-            "max_processes": self.max_processes,
-            "max_bytes": MAX_READ_BYTES,
-        }
-        # The login shell gets less than the deadline, so a hung profile is reported as such
-        # by the script instead of costing the whole probe.
-        login = {**env, "timeout": max(0.5, ctx.timeout * 0.8 - 0.5)}
-        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="processes") as pool:
-            # No patterns, nothing to match: no walk of /proc (one interpreter start less).
-            walked = pool.submit(_run_json, ctx, "processes_collect.py", walk) if walk["patterns"] else None
-            shell = pool.submit(_run_json, ctx, "login_env_collect.py", login)
-            try:
-                login_report = shell.result()
-            except ProbeError as exc:  # includes ProbeTimeout: the servers are still facts
-                login_report = {"login_env": None, "login_env_error": f"login shell: {exc}"}
-            report = walked.result() if walked is not None else {"processes": [], "truncated": False}
-        if report.get("error"):
-            raise ProbeSkipped(str(report["error"]))
-        return build_facts(report, login_report)
+        return observed(ctx, self.max_processes)

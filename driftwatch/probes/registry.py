@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from driftwatch.probes.base import Probe
+from driftwatch.probes.caches import CachesProbe
 from driftwatch.probes.cuda import CudaProbe
 from driftwatch.probes.files import FilesProbe
 from driftwatch.probes.git import GitProbe
@@ -23,5 +24,6 @@ DEFAULT_PROBES: dict[str, Probe] = {
         FilesProbe(),
         ProcessesProbe(),
         LogsProbe(),
+        CachesProbe(),
     )
 }
