@@ -26,15 +26,27 @@ class DiffContext:
     # Two different machines: identity facts (hostname, boot id, GPU UUIDs) differ by
     # nature, so rules match GPUs by index and call identity differences info.
     different_hosts: bool = False
+    # The two snapshots, for rules whose explanation needs another probe's facts (a cache
+    # entry and the install time of the package that filled it).
+    snapshots: tuple[Snapshot, Snapshot] | None = None
 
     @classmethod
-    def from_options(cls, options: DiffOptions, different_hosts: bool = False) -> DiffContext:
+    def from_options(
+        cls, options: DiffOptions, different_hosts: bool = False, snapshots: tuple[Snapshot, Snapshot] | None = None
+    ) -> DiffContext:
         focus = frozenset(normalize_name(n) for n in options.focus)
-        return cls(options=options, focus=focus, different_hosts=different_hosts)
+        return cls(options=options, focus=focus, different_hosts=different_hosts, snapshots=snapshots)
 
     @property
     def volatile(self) -> bool:
         return self.options.include_volatile
+
+    def facts_of(self, probe: str) -> tuple[Facts, Facts]:
+        """Another probe's (old, new) facts; empty on both sides unless it is ok on both."""
+        if self.snapshots is None:
+            return {}, {}
+        old, new = (ok_facts(snapshot, probe) for snapshot in self.snapshots)
+        return (old, new) if old and new else ({}, {})
 
 
 def as_dict(value: Any) -> Facts:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from driftwatch.diff import cuda, files, git, gpu, packages, runtime, system
+from driftwatch.diff import caches, cuda, files, git, gpu, packages, runtime, system
 from driftwatch.diff.change import Change, DiffOptions, DiffResult, Severity
 from driftwatch.diff.commits import fold_commits
 from driftwatch.diff.context import DiffContext, Facts
@@ -32,6 +32,7 @@ AREA_RULES: dict[str, tuple[Rule, frozenset[str]]] = {
     "files": (files.diff_files, files.KEYS),
     "processes": (runtime.diff_processes, runtime.PROCESS_KEYS),
     "logs": (runtime.diff_logs, runtime.LOG_KEYS),
+    "caches": (caches.diff_caches, caches.KEYS),
 }
 
 
@@ -39,7 +40,7 @@ def diff_snapshots(
     old: Snapshot, new: Snapshot, *, options: DiffOptions | None = None
 ) -> DiffResult:
     different = different_hosts(old, new)
-    ctx = DiffContext.from_options(options or DiffOptions(), different_hosts=different)
+    ctx = DiffContext.from_options(options or DiffOptions(), different_hosts=different, snapshots=(old, new))
     changes: list[Change] = []
     for name in _probe_order(old, new):
         old_record, new_record = old.probes.get(name), new.probes.get(name)
@@ -53,6 +54,8 @@ def diff_snapshots(
             changes += diff_facts(name, old_record.facts, new_record.facts, ctx)
     # Launch settings span two probes: the server's argv and the effective args it logged.
     changes += diff_launch(old, new)
+    # A package reinstalled under a compile cache that did not change with it.
+    changes += caches.stale_entries(ctx)
     # A moved commit is one finding that names the editable installs and files it moved.
     changes = fold_commits(changes, old, new)
     # The rules on both sides: a change that produced a known-bad state says so, and ranks first.
