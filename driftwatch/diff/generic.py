@@ -32,6 +32,9 @@ CATEGORY_BY_PROBE = {
     "logs": "log",
     "log": "log",
     "launch_args": "launch-arg",
+    "caches": "file",
+    "nccl_conf": "env",
+    "models": "file",
 }
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeSkipped, run_target_python
 from driftwatch.probes.locations import CacheLayout, layout_of, relocated
-from driftwatch.probes.processes import observed
+from driftwatch.probes.processes import environments, observed
 
 # Top-level names that are keys, not meanings: Triton's base32 kernel hashes, Inductor's
 # and the CUDA driver's one- or two-character shards. They form one entry, "*".
@@ -101,11 +101,9 @@ def moved_caches(ctx: ProbeContext, configured: list[str]) -> tuple[dict[str, tu
     """Directories the login environment or a running server's environment moves a
     configured cache to: path → (layout, [why]); and why none could be looked for."""
     try:
-        seen = observed(ctx)
+        sources = environments(observed(ctx))
     except (ProbeError, ProbeSkipped) as exc:
         return {}, f"environments not read: {exc}"
-    sources = [("login env", seen.get("login_env") or {})]
-    sources += [(f"server {key}", (s or {}).get("env") or {}) for key, s in (seen.get("servers") or {}).items()]
     moved: dict[str, tuple[CacheLayout, list[str]]] = {}
     for path in configured:
         layout = layout_of(path)

@@ -171,6 +171,14 @@ def _observe(ctx: ProbeContext, max_processes: int) -> Facts:
     return build_facts(report, login_report)
 
 
+def environments(facts: Facts) -> list[tuple[str, dict[str, str]]]:
+    """Every environment in the processes facts, named for a sentence: the login shell's,
+    then each server's ("server sglang.launch_server")."""
+    found = [("login env", facts.get("login_env") or {})]
+    found += [(f"server {key}", (server or {}).get("env") or {}) for key, server in (facts.get("servers") or {}).items()]
+    return found
+
+
 class ProcessesProbe:
     name = "processes"
 

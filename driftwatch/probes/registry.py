@@ -9,6 +9,7 @@ from driftwatch.probes.files import FilesProbe
 from driftwatch.probes.git import GitProbe
 from driftwatch.probes.gpu import GpuProbe
 from driftwatch.probes.logs import LogsProbe
+from driftwatch.probes.nccl_conf import NcclConfProbe
 from driftwatch.probes.processes import ProcessesProbe
 from driftwatch.probes.python import PythonProbe
 from driftwatch.probes.system import SystemProbe
@@ -25,5 +26,6 @@ DEFAULT_PROBES: dict[str, Probe] = {
         ProcessesProbe(),
         LogsProbe(),
         CachesProbe(),
+        NcclConfProbe(),
     )
 }

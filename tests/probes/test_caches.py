@@ -46,14 +46,6 @@ def triton_kernel(home: Path, key: str) -> None:
         write(home / ".triton" / "cache" / key / name, data)
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    return home
-
-
 def record(previous: dict[str, Any] | None = None, **watch: Any) -> ProbeRecord:
     settings = WatchSettings(processes=[], **{"caches": ["~/.cache/flashinfer", "~/.triton/cache",
                                                           "~/.cache/torch_extensions"], **watch})
