@@ -84,16 +84,26 @@ def parse_logs_report(stdout: bytes) -> dict[str, Any]:
     return logs
 
 
+def log_facts(ctx: ProbeContext) -> Facts:
+    """The logs probe's facts, fetched once per snapshot: the models probe reads the model
+    each log's server arguments name. Raises what the probe would record."""
+    return ctx.shared.once(("logs",), lambda: _collect(ctx))
+
+
+def _collect(ctx: ProbeContext) -> Facts:
+    if not ctx.watch.logs:
+        raise ProbeSkipped("no logs configured ([watch] logs)")
+    part = part_size(len(ctx.watch.logs))
+    request = {"patterns": ctx.watch.logs, "head": part, "tail": part}
+    result = run_target_python(ctx, "logs_collect.py", json.dumps(request).encode())
+    if result.exit_code != 0:
+        raise ProbeError(result.error_text.splitlines()[-1] if result.error_text else "logs probe failed")
+    # ServerArgs lines carry api_key and hf_token; error lines may quote tokens.
+    return {"logs": redact_facts(parse_logs_report(result.stdout))}
+
+
 class LogsProbe:
     name = "logs"
 
     def collect(self, ctx: ProbeContext) -> Facts:
-        if not ctx.watch.logs:
-            raise ProbeSkipped("no logs configured ([watch] logs)")
-        part = part_size(len(ctx.watch.logs))
-        request = {"patterns": ctx.watch.logs, "head": part, "tail": part}
-        result = run_target_python(ctx, "logs_collect.py", json.dumps(request).encode())
-        if result.exit_code != 0:
-            raise ProbeError(result.error_text.splitlines()[-1] if result.error_text else "logs probe failed")
-        # ServerArgs lines carry api_key and hf_token; error lines may quote tokens.
-        return {"logs": redact_facts(parse_logs_report(result.stdout))}
+        return log_facts(ctx)

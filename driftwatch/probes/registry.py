@@ -9,6 +9,7 @@ from driftwatch.probes.files import FilesProbe
 from driftwatch.probes.git import GitProbe
 from driftwatch.probes.gpu import GpuProbe
 from driftwatch.probes.logs import LogsProbe
+from driftwatch.probes.models import ModelsProbe
 from driftwatch.probes.nccl_conf import NcclConfProbe
 from driftwatch.probes.processes import ProcessesProbe
 from driftwatch.probes.python import PythonProbe
@@ -27,5 +28,6 @@ DEFAULT_PROBES: dict[str, Probe] = {
         LogsProbe(),
         CachesProbe(),
         NcclConfProbe(),
+        ModelsProbe(),
     )
 }
