@@ -12,10 +12,32 @@ See huggingface_hub ``file_download.py``: ``_create_symlink``,
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 LFS_SUFFIXES = (".safetensors", ".bin", ".model", ".gguf")
+
+# A Qwen3-like model's files, small: what the hub serves for one revision.
+GENERATION = {"bos_token_id": 151643, "eos_token_id": [151645, 151643], "temperature": 0.6, "top_p": 0.95,
+              "do_sample": True, "transformers_version": "4.51.0"}
+CONFIG = {"architectures": ["Qwen3ForCausalLM"], "hidden_size": 4096, "num_hidden_layers": 36,
+          "rope_scaling": None, "torch_dtype": "bfloat16", "max_position_embeddings": 40960}
+TEMPLATE = "{%- for message in messages %}{{ message.content }}{%- endfor %}" * 20
+
+
+def model_files(generation: dict[str, Any] | None = None) -> dict[str, bytes]:
+    return {
+        "config.json": json.dumps(CONFIG).encode(),
+        "generation_config.json": json.dumps(generation or GENERATION).encode(),
+        "tokenizer_config.json": json.dumps({"eos_token": "<|im_end|>", "chat_template": TEMPLATE}).encode(),
+        "tokenizer.json": b'{"version": "1.0", "model": {"type": "BPE"}}',
+        "model-00001-of-00002.safetensors": b"w" * 64,
+        "model-00002-of-00002.safetensors": b"v" * 32,
+        "model.safetensors.index.json": b'{"weight_map": {}}',
+        "README.md": b"# Qwen3\n",
+    }
 
 
 def etag(name: str, data: bytes) -> str:

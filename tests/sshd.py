@@ -119,8 +119,10 @@ class Sshd:
             process.wait(timeout=5)
 
 
-def start_sshd(workdir: Path, sshd: str, extra_config: str = "") -> Sshd:
-    """Start sshd; ``extra_config`` lines are appended (for MaxStartups the last value counts)."""
+def start_sshd(workdir: Path, sshd: str, extra_config: str = "", setenv: dict[str, str] | None = None) -> Sshd:
+    """Start sshd; ``extra_config`` lines are appended (for MaxStartups the last value counts);
+    ``setenv`` adds variables to every session (``HOME`` for a private home: sshd allows one
+    ``SetEnv`` line, so they join PATH's)."""
     workdir.mkdir(parents=True, exist_ok=True)
     host_key = keygen(workdir / "host_ed25519")
     client_key = keygen(workdir / "client_ed25519")
@@ -134,7 +136,7 @@ def start_sshd(workdir: Path, sshd: str, extra_config: str = "") -> Sshd:
     last_error = ""
     for _ in range(3):  # the free port can be taken between our probe and sshd's bind
         port = free_port()
-        server = _launch(workdir, sshd, host_key, client_key, authorized, user, port, extra_config)
+        server = _launch(workdir, sshd, host_key, client_key, authorized, user, port, extra_config, setenv or {})
         error = _wait_ready(server)
         if not error:
             return server
@@ -162,10 +164,12 @@ def shlex_quote(value: str) -> str:
 
 
 def _launch(
-    workdir: Path, sshd: str, host_key: Path, client_key: Path, authorized: Path, user: str, port: int, extra: str = ""
+    workdir: Path, sshd: str, host_key: Path, client_key: Path, authorized: Path, user: str, port: int, extra: str = "",
+    setenv: dict[str, str] | None = None,
 ) -> Sshd:
     config = workdir / "sshd_config"
     bin_dir = _fake_bin(workdir)
+    more_env = "".join(f" {name}={value}" for name, value in (setenv or {}).items())
     config.write_text(
         f"""\
 Port {port}
@@ -183,7 +187,7 @@ AllowTcpForwarding yes
 MaxSessions 10
 MaxStartups 50:30:100
 LogLevel VERBOSE
-SetEnv PATH={bin_dir}:{SESSION_PATH}
+SetEnv PATH={bin_dir}:{SESSION_PATH}{more_env}
 {extra}
 """
     )

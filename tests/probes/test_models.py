@@ -15,26 +15,7 @@ from driftwatch.probes.base import ProbeContext
 from driftwatch.probes.models import ModelsProbe, classify, hub_cache
 from driftwatch.settings import WatchSettings
 from driftwatch.transport.local import LocalTransport
-from tests.hfcache import etag, repo_dir, write_revision
-
-GENERATION = {"bos_token_id": 151643, "eos_token_id": [151645, 151643], "temperature": 0.6, "top_p": 0.95,
-              "do_sample": True, "transformers_version": "4.51.0"}
-CONFIG = {"architectures": ["Qwen3ForCausalLM"], "hidden_size": 4096, "num_hidden_layers": 36,
-          "rope_scaling": None, "torch_dtype": "bfloat16", "max_position_embeddings": 40960}
-TEMPLATE = "{%- for message in messages %}{{ message.content }}{%- endfor %}" * 20
-
-
-def model_files(generation: dict[str, Any] | None = None) -> dict[str, bytes]:
-    return {
-        "config.json": json.dumps(CONFIG).encode(),
-        "generation_config.json": json.dumps(generation or GENERATION).encode(),
-        "tokenizer_config.json": json.dumps({"eos_token": "<|im_end|>", "chat_template": TEMPLATE}).encode(),
-        "tokenizer.json": b'{"version": "1.0", "model": {"type": "BPE"}}',
-        "model-00001-of-00002.safetensors": b"w" * 64,
-        "model-00002-of-00002.safetensors": b"v" * 32,
-        "model.safetensors.index.json": b'{"weight_map": {}}',
-        "README.md": b"# Qwen3\n",
-    }
+from tests.hfcache import CONFIG, GENERATION, TEMPLATE, etag, model_files, repo_dir, write_revision
 
 
 def record(previous: dict[str, Any] | None = None, **watch: Any) -> ProbeRecord:
