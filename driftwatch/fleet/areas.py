@@ -23,6 +23,7 @@ from driftwatch.fleet.facts import (
 )
 from driftwatch.fleet.gpus import gpu_facts
 from driftwatch.fleet.runtime import RUNTIME_AREAS
+from driftwatch.fleet.stack import STACK_AREAS
 
 _SYSTEM: dict[str, tuple[Severity, str]] = {
     "kernel": (Severity.high, "kernel"),
@@ -133,4 +134,5 @@ AREAS: dict[str, Area] = {
     "cuda": cuda_facts,
     "python": python_facts,
     **RUNTIME_AREAS,
+    **STACK_AREAS,
 }
