@@ -5,18 +5,27 @@ in one run so machine noise hits both alike:
 
   ssh true      the OpenSSH client running `true` (connection + session, the floor)
   snapshot      `driftwatch snapshot testhost` as a fresh process: interpreter start,
-                imports, connect, all probes (H200 capture replayed, a GPU venv, 50 files)
+                imports, connect, all probes (H200 capture replayed, a GPU venv, 50 files,
+                three compile caches of 10,000 entries each and a model directory), with
+                the previous snapshot in the store, as from cron
+  no stack      the same without the caches, nccl_conf and models probes
+  cold stack    the snapshot with an empty store: every cache walked, every model file read
   slow probes   the same with two probes slowed by 2 s each (nvidia-smi sleeps 2 s; the
                 venv's python sleeps 2 s before starting): concurrency means ~2 s, not ~4 s
 
-Run:  python bench/bench_snapshot.py [--repeat N]
-Prints medians in seconds and the ratios against `ssh true`.
+Run:  python bench/bench_snapshot.py [--repeat N] [--cache-entries N]
+Prints medians in seconds and the ratios against `ssh true`, then what the caches,
+nccl_conf and models probes cost inside the snapshot (their own duration_s).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
+import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -40,7 +49,51 @@ def timed(argv: list[str], cwd: Path) -> float:
     return elapsed
 
 
-def setup(work: Path) -> tuple[Path, Path, Sshd, list[str]]:
+STACK_PROBES = ("caches", "nccl_conf", "models")
+NO_STACK = "caches = []\nnccl_conf = []\nmodels = []\n"
+
+
+def _files(folder: Path, count: int, name: str, size: int = 64) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        (folder / name.format(i)).write_bytes(b"x" * size)
+
+
+def stack_fixture(work: Path, entries: int) -> str:
+    """Three compile caches of about ``entries`` entries each, laid out as FlashInfer,
+    Triton and torch extensions write them, and a model directory (small JSON files, a
+    2 MiB tokenizer.json, four sparse 4 GiB shards that must never be read); returns the
+    [watch] lines that watch them."""
+    root = work / "stack"
+    per_op = 98  # 100 ops x (96 objects, build.ninja, the .so) + their directories
+    flashinfer = root / ".cache" / "flashinfer" / "0.6.12" / "90a" / "cached_ops"
+    for op in range(entries // (per_op + 1)):
+        _files(flashinfer / f"op_{op}", per_op - 2, "kernel_{}.cuda.o")
+        (flashinfer / f"op_{op}" / "build.ninja").write_text("rule nvcc\n")
+        (flashinfer / f"op_{op}" / f"op_{op}.so").write_bytes(b"so" * 64)
+    triton = root / ".triton" / "cache"
+    for kernel in range(entries // 7):  # one directory and six files per kernel
+        key = base64.b32encode(hashlib.sha256(str(kernel).encode()).digest()).decode().rstrip("=")
+        for ext in ("cubin", "ptx", "ttir", "ttgir", "llir", "json"):
+            (triton / key).mkdir(parents=True, exist_ok=True)
+            (triton / key / f"kernel.{ext}").write_bytes(b"t" * 64)
+    extensions = root / ".cache" / "torch_extensions" / "py310_cu121"
+    for ext in range(20):
+        _files(extensions / f"ext_{ext}", entries // 20 - 1, "part_{}.o")
+    model = root / "models" / "Qwen3-8B"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text(json.dumps({"hidden_size": 4096, "num_hidden_layers": 36}))
+    (model / "generation_config.json").write_text(json.dumps({"temperature": 0.6, "top_p": 0.95}))
+    (model / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|im_end|>", "chat_template": "x" * 4000}))
+    (model / "tokenizer.json").write_bytes(b'{"model": {"vocab": "' + b"v" * (2 << 20) + b'"}}')
+    for shard in range(4):
+        with open(model / f"model-{shard + 1:05d}-of-00004.safetensors", "wb") as handle:
+            handle.truncate(4 << 30)
+    caches = [root / ".cache" / "flashinfer", triton, root / ".cache" / "torch_extensions"]
+    return f"caches = {json.dumps([str(c) for c in caches])}\nmodels = [\"{model}\"]\n"
+
+
+def setup(work: Path, cache_entries: int) -> tuple[dict[str, Path], Sshd, list[str]]:
     server = start_sshd(work / "sshd", find_sshd() or sys.exit("sshd not installed"))
     server.fake_env()
     python = make_gpu_venv(work / "venv")
@@ -51,50 +104,82 @@ def setup(work: Path) -> tuple[Path, Path, Sshd, list[str]]:
     src.mkdir()
     for i in range(50):
         (src / f"module_{i}.py").write_text(f"x = {i}\n" * 200)
+    stack = stack_fixture(work, cache_entries)
     common = f'ssh_config = "{server.ssh_config_path}"\nknown_hosts = "{server.known_hosts_path}"\n'
-    fast, slow = work / "fast", work / "slow"
-    for folder, interp in ((fast, python), (slow, slow_python)):
+    folders = {"snapshot": (python, stack), "no stack": (python, NO_STACK), "cold stack": (python, stack),
+               "slow probes": (slow_python, stack)}
+    for case, (interp, extra) in folders.items():
+        folder = work / case.replace(" ", "-")
         folder.mkdir()
-        (folder / "driftwatch.toml").write_text(f'{common}[watch]\npython = ["{interp}"]\nfiles = ["{src}/*.py"]\n')
+        (folder / "driftwatch.toml").write_text(
+            f'{common}[watch]\npython = ["{interp}"]\nfiles = ["{src}/*.py"]\n{extra}')
     ssh_true = ["ssh", "-F", server.ssh_config_path, "testhost", "true"]
-    return fast, slow, server, ssh_true
+    return {case: work / case.replace(" ", "-") for case in folders}, server, ssh_true
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--cache-entries", type=int, default=10_000, help="entries per compile cache")
     args = parser.parse_args()
     precompile()
     snapshot = [sys.executable, "-m", "driftwatch", "snapshot", "testhost"]
     with tempfile.TemporaryDirectory() as tmp:
-        fast, slow, server, ssh_true = setup(Path(tmp))
-        sshd_dir = server.workdir
-        runs: dict[str, list[float]] = {"ssh true": [], "snapshot": [], "slow probes": []}
+        folders, server, ssh_true = setup(Path(tmp), args.cache_entries)
+        runs: dict[str, list[float]] = {"ssh true": [], **{case: [] for case in folders}}
+        probes: dict[str, dict[str, list[float]]] = {"snapshot": {}, "cold stack": {}}
         try:
-            measure(args.repeat, runs, fast, slow, sshd_dir, ssh_true, snapshot)
+            measure(args.repeat, runs, probes, folders, server.workdir, ssh_true, snapshot)
         finally:
             server.stop()  # never leave a listening sshd behind
-    report(runs, args.repeat)
+    report(runs, probes, args.repeat)
 
 
 def measure(
-    repeat: int, runs: dict[str, list[float]], fast: Path, slow: Path, sshd_dir: Path, ssh_true: list[str],
-    snapshot: list[str],
+    repeat: int, runs: dict[str, list[float]], probes: dict[str, dict[str, list[float]]], folders: dict[str, Path],
+    sshd_dir: Path, ssh_true: list[str], snapshot: list[str],
 ) -> None:
     for _ in range(repeat):  # alternating, so noise hits every case alike
         _reset_env(sshd_dir, delay=None)
-        runs["ssh true"].append(timed(ssh_true, fast))
-        runs["snapshot"].append(timed(snapshot, fast))
+        runs["ssh true"].append(timed(ssh_true, folders["snapshot"]))
+        for case in ("snapshot", "no stack", "cold stack"):
+            if case == "cold stack":
+                shutil.rmtree(folders[case] / "snapshots", ignore_errors=True)
+            runs[case].append(timed(snapshot, folders[case]))
+            if case in probes:
+                _probe_times(folders[case], probes[case])
         _reset_env(sshd_dir, delay=2)
-        runs["slow probes"].append(timed(snapshot, slow))
+        runs["slow probes"].append(timed(snapshot, folders["slow probes"]))
 
 
-def report(runs: dict[str, list[float]], repeat: int) -> None:
+def _probe_times(folder: Path, into: dict[str, list[float]]) -> None:
+    """The stack probes' own duration_s, and the whole snapshot's, from the stored snapshot."""
+    latest = max((folder / "snapshots").rglob("*.json"), key=lambda p: p.stat().st_mtime)
+    stored = json.loads(latest.read_text())
+    into.setdefault("(whole snapshot)", []).append(stored["duration_s"])
+    for name in ("processes", *STACK_PROBES):
+        record = stored["probes"].get(name) or {}
+        into.setdefault(name, []).append(record.get("duration_s", float("nan")))
+        counts = (record.get("facts") or {}).get("volatile")
+        if counts:
+            into.setdefault(f"{name} counts", []).append(counts)  # type: ignore[arg-type]
+
+
+def report(runs: dict[str, list[float]], probes: dict[str, dict[str, list[float]]], repeat: int) -> None:
     base = statistics.median(runs["ssh true"])
     print(f"{'case':<12} {'median s':>9} {'× ssh true':>11}   (n={repeat}, {os.cpu_count()} cores)")
     for name, values in runs.items():
         median = statistics.median(values)
         print(f"{name:<12} {median:>9.3f} {median / base:>10.2f}×")
+    print(f"\n{'probe duration_s (median)':<28} {'snapshot':>9} {'cold stack':>11}")
+    for name in ("(whole snapshot)", "processes", *STACK_PROBES):
+        warm, cold = (statistics.median(probes[case].get(name) or [float("nan")]) for case in ("snapshot", "cold stack"))
+        print(f"{name:<28} {warm:>9.3f} {cold:>11.3f}")
+    for case in ("snapshot", "cold stack"):
+        for name in STACK_PROBES:
+            counts = probes[case].get(f"{name} counts")
+            if counts:
+                print(f"{case} {name} volatile (last run): {counts[-1]}")
 
 
 def _reset_env(sshd_dir: Path, delay: float | None) -> None:

@@ -30,9 +30,11 @@ from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeSkipped
 from driftwatch.probes.locations import CacheLayout, layout_of, relocated
 from driftwatch.probes.processes import environments, observed
 
-# Top-level names that are keys, not meanings: Triton's base32 kernel hashes, Inductor's
-# and the CUDA driver's one- or two-character shards. They form one entry, "*".
-HASHED_RE = r"^(?:[0-9A-Za-z]{1,2}|(?=[0-9A-Za-z]*[0-9])(?=[0-9A-Za-z]*[A-Za-z])[0-9A-Za-z]{16,})$"
+# Top-level names that are keys, not meanings: Triton's base32 kernel hashes (upper case
+# and digits, 52 characters), other hex or base32 keys, Inductor's and the CUDA driver's
+# one- or two-character shards. They form one entry, "*".
+HASHED_RE = (r"^(?:[0-9A-Za-z]{1,2}|[0-9A-Z]{20,}"
+             r"|(?=[0-9A-Za-z]*[0-9])(?=[0-9A-Za-z]*[A-Za-z])[0-9A-Za-z]{16,})$")
 HASHED = "*"
 OBJECT_SUFFIXES = (".so", ".o", ".cubin", ".fatbin", ".hsaco")
 MAX_NAMED = 256  # named entries per cache; more go to "*"

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -168,39 +169,52 @@ class ModelsProbe:
     name = "models"
 
     def collect(self, ctx: ProbeContext) -> Facts:
-        models, servers_error = wanted_models(ctx)
+        # Configured directories need no environment: they do not wait for the servers'.
+        early = [Model(m, "local") for m in dict.fromkeys(ctx.watch.models) if classify(m, served=False) == "local"]
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="models") as pool:
+            first = pool.submit(_describe, ctx, early) if early else None
+            models, servers_error = wanted_models(ctx)
+            raws, counts = first.result() if first else ({}, {})
         if not models:
             if servers_error:
                 raise ProbeError(f"no model configured and {servers_error}")
             raise ProbeSkipped("no server serves a model and none is configured ([watch] models)")
-        request = {
-            "models": [model.request() for model in models.values()],
-            "known": known_from(ctx.previous),
-            "small": list(SMALL_FILES),
-            "weights": list(WEIGHT_SUFFIXES),
-            "max_small_bytes": MAX_SMALL_BYTES,
-            "max_values_bytes": MAX_VALUES_BYTES,
-            "max_values": MAX_VALUES,
-            "max_string": MAX_STRING,
-            "max_files": MAX_FILES,
-            "max_depth": MAX_DEPTH,
-            "seconds": max(0.5, ctx.timeout * 0.5),
-        }
-        result = run_target_python(ctx, "models_collect.py", json.dumps(request).encode())
-        if result.exit_code != 0:
-            last = result.error_text.splitlines()[-1:]
-            raise ProbeError(last[0] if last else f"models script exit {result.exit_code}")
-        try:
-            report = json.loads(result.text)
-            raws, counts = report["models"], report["counts"]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ProbeError(f"unreadable models report: {exc}") from exc
+        late = [model for key, model in models.items() if key not in raws]
+        if late:
+            more, more_counts = _describe(ctx, late)
+            raws.update(more)
+            counts = {k: counts.get(k, 0) + v for k, v in more_counts.items()}
         previous = ctx.previous.get("models") or {}
         return {
             "models": {key: model_facts(model, raws[key], previous.get(key) or {}) for key, model in models.items()},
             "servers_error": servers_error,
             "volatile": counts,
         }
+
+
+def _describe(ctx: ProbeContext, models: list[Model]) -> tuple[dict[str, Any], dict[str, int]]:
+    request = {
+        "models": [model.request() for model in models],
+        "known": known_from(ctx.previous),
+        "small": list(SMALL_FILES),
+        "weights": list(WEIGHT_SUFFIXES),
+        "max_small_bytes": MAX_SMALL_BYTES,
+        "max_values_bytes": MAX_VALUES_BYTES,
+        "max_values": MAX_VALUES,
+        "max_string": MAX_STRING,
+        "max_files": MAX_FILES,
+        "max_depth": MAX_DEPTH,
+        "seconds": max(0.5, ctx.timeout * 0.5),
+    }
+    result = run_target_python(ctx, "models_collect.py", json.dumps(request).encode())
+    if result.exit_code != 0:
+        last = result.error_text.splitlines()[-1:]
+        raise ProbeError(last[0] if last else f"models script exit {result.exit_code}")
+    try:
+        report = json.loads(result.text)
+        return dict(report["models"]), dict(report["counts"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ProbeError(f"unreadable models report: {exc}") from exc
 
 
 def _logs(ctx: ProbeContext) -> dict[str, Any]:

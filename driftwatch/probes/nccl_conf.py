@@ -15,6 +15,7 @@ environment or a running server's. ``scripts/nccl_conf_collect.py`` reads at mos
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeSkipped, run_target_python
@@ -48,19 +49,19 @@ def parse_nccl_conf(text: str) -> dict[str, str]:
     return settings
 
 
-def conf_files(ctx: ProbeContext) -> tuple[dict[str, list[str]], str | None]:
-    """File → why it is read ([] for the configured ones), and why the environments that
-    may name another file could not be read."""
-    files: dict[str, list[str]] = {path: [] for path in ctx.watch.nccl_conf}
+def named_files(ctx: ProbeContext) -> tuple[dict[str, list[str]], str | None]:
+    """The files NCCL_CONF_FILE names in the login or a server's environment → where it is
+    set; and why those environments could not be read."""
+    named: dict[str, list[str]] = {}
     try:
         sources = environments(observed(ctx))
     except (ProbeError, ProbeSkipped) as exc:
-        return files, f"environments not read: {exc}"
+        return named, f"environments not read: {exc}"
     for where, env in sources:
         path = (env.get(NCCL_CONF_ENV) or "").strip()
-        if path:  # NCCL reads it as given (relative to the process's working directory)
-            files.setdefault(path, []).append(f"{NCCL_CONF_ENV} ({where})")
-    return files, None
+        if path:
+            named.setdefault(path, []).append(f"{NCCL_CONF_ENV} ({where})")
+    return named, None
 
 
 def file_facts(raw: dict[str, Any], via: list[str]) -> dict[str, Any]:
@@ -81,25 +82,36 @@ class NcclConfProbe:
     name = "nccl_conf"
 
     def collect(self, ctx: ProbeContext) -> Facts:
-        files, env_error = conf_files(ctx)
-        if not files:
+        configured = list(dict.fromkeys(ctx.watch.nccl_conf))
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="nccl_conf") as pool:
+            # The configured files do not wait for the environments that may name another.
+            first = pool.submit(_read, ctx, configured) if configured else None
+            named, env_error = named_files(ctx)
+            report = first.result() if first else {}
+        extra = [path for path in named if path not in configured]
+        if not configured and not extra:
             raise ProbeSkipped("no NCCL configuration files configured ([watch] nccl_conf)")
         # NCCL opens NCCL_CONF_FILE as given: a relative one from a working directory that
         # is not ours to guess (and NCCL does not expand "~").
-        relative = [key for key, via in files.items() if via and not key.startswith("/")]
-        readable = [key for key in files if key not in relative]
-        request = {"files": [{"key": key, "path": key} for key in readable], "max_bytes": MAX_BYTES}
-        result = run_target_python(ctx, "nccl_conf_collect.py", json.dumps(request).encode())
-        if result.exit_code != 0:
-            last = result.error_text.splitlines()[-1:]
-            raise ProbeError(last[0] if last else f"nccl_conf script exit {result.exit_code}")
-        try:
-            report = json.loads(result.text)["files"]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ProbeError(f"unreadable nccl_conf report: {exc}") from exc
-        for key in relative:
-            report[key] = {"path": key, "error": "relative path: read from the process's working directory"}
+        if any(path.startswith("/") for path in extra):
+            report.update(_read(ctx, [path for path in extra if path.startswith("/")]))
+        for path in extra:
+            if not path.startswith("/"):
+                report[path] = {"path": path, "error": "relative path: read from the process's working directory"}
         return {
-            "files": {key: file_facts(report[key], via) for key, via in files.items()},
+            "files": {path: file_facts(report[path], named.get(path, [])) for path in [*configured, *extra]},
             "conf_file_error": env_error,
         }
+
+
+def _read(ctx: ProbeContext, paths: list[str]) -> dict[str, Any]:
+    request = {"files": [{"key": path, "path": path} for path in paths], "max_bytes": MAX_BYTES}
+    result = run_target_python(ctx, "nccl_conf_collect.py", json.dumps(request).encode())
+    if result.exit_code != 0:
+        last = result.error_text.splitlines()[-1:]
+        raise ProbeError(last[0] if last else f"nccl_conf script exit {result.exit_code}")
+    try:
+        report: dict[str, Any] = json.loads(result.text)["files"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ProbeError(f"unreadable nccl_conf report: {exc}") from exc
+    return report

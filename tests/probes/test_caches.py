@@ -22,7 +22,8 @@ from driftwatch.probes.locations import layout_of
 from driftwatch.settings import WatchSettings
 from driftwatch.transport.local import LocalTransport
 
-KERNELS = ["AAKZ3TQX5MBYH6L2JPOSWVE7C4DFGRNI3UXQ2KDB5LYH7ZMWTP6A", "Q3XZ7MBN2KLP4VDF6HJT5RWY3CGS7EUA2IOB4NXQ6ZLMDK5HTW2A"]
+# Triton's keys: base32 of a sha256, 52 characters (one of them, rarely, without a digit).
+KERNELS = ["AAKZ3TQX5MBYH6L2JPOSWVE7C4DFGRNI3UXQ2KDB5LYH7ZMWTP6A", "QXZMBNKLPVDFHJTRWYCGSEUAIOBNXQZLMDKHTWAQXZMBNKLPVDFH"]
 
 
 def write(path: Path, data: bytes = b"x") -> Path:
