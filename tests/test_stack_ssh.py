@@ -108,6 +108,8 @@ def test_stale_flashinfer_cache_after_a_same_version_reinstall(host: Host, capsy
     assert first["explanation"] == (
         f"~/.cache/flashinfer/0.4.1: 5 of 65 objects changed (newest {when(newest)}) while flashinfer-python 0.4.1 "
         f"was reinstalled (installed {when(installed)}): 60 of 65 objects predate that install")
+    assert main(["show", "testhost@latest"]) == 0
+    assert "~/.cache/flashinfer  66 files" in capsys.readouterr().out
 
 
 def test_etc_nccl_conf_setting_a_variable(host: Host, capsys: pytest.CaptureFixture[str]) -> None:
@@ -121,6 +123,8 @@ def test_etc_nccl_conf_setting_a_variable(host: Host, capsys: pytest.CaptureFixt
     first = host.first_change(capsys)
     assert (first["category"], first["item"], first["severity"]) == ("env", "NCCL_IB_USE_INLINE", "high")
     assert first["explanation"] == f"NCCL_IB_USE_INLINE=1 set in {etc} (was not set)"
+    assert main(["show", "testhost@latest"]) == 0
+    assert "NCCL_IB_USE_INLINE=1" in capsys.readouterr().out
 
 
 @pytest.fixture

@@ -47,6 +47,7 @@ def sections(snapshot: Snapshot, focus: list[str] | None = None) -> list[Section
         _source(snapshot),
         _servers(snapshot),
         _logs(snapshot),
+        *_stack(snapshot),
     ]
     return [section for section in found if section.rows or section.notes]
 
@@ -184,6 +185,37 @@ def _logs(snapshot: Snapshot) -> Section:
         where = str(log.get("path") or pattern)
         section.rows += [[where if i == 0 else "", line] for i, line in enumerate(lines)]
     return section
+
+
+def _stack(snapshot: Snapshot) -> list[Section]:
+    """Compile caches that exist, the settings NCCL reads from its files, the models."""
+    caches = Section("Compile caches")
+    for key, entry in as_dict(_facts(snapshot, "caches").get("caches")).items():
+        cache = as_dict(entry)
+        entries = [as_dict(e) for e in as_dict(cache.get("entries")).values()]
+        if cache.get("error"):
+            caches.rows.append([key, f"unreadable: {cache['error']}", ""])
+        elif cache.get("exists"):
+            files = sum(fmt.number(e.get("files")) or 0 for e in entries)
+            size = sum(fmt.number(e.get("bytes")) or 0 for e in entries)
+            names = ", ".join(sorted(as_dict(cache.get("entries"))))
+            cut = f"; cut short ({cache['truncated']})" if cache.get("truncated") else ""
+            caches.rows.append([key, f"{files:,.0f} files, {fmt.size(size)}{cut}", names])
+    nccl = Section("NCCL configuration files")
+    for path, entry in as_dict(_facts(snapshot, "nccl_conf").get("files")).items():
+        conf = as_dict(entry)
+        settings = as_dict(conf.get("settings"))
+        if conf.get("error") or settings:
+            shown = conf.get("error") and f"unreadable: {conf['error']}"
+            nccl.rows.append([path, shown or ", ".join(f"{k}={v}" for k, v in settings.items())])
+    models = Section("Models")
+    for key, entry in as_dict(_facts(snapshot, "models").get("models")).items():
+        model = as_dict(entry)
+        state = model.get("error") or ("" if model.get("exists") else "not found")
+        kind = f"{model.get('kind')}" + (f" @ {fmt.short(model.get('revision'))}" if model.get("revision") else "")
+        counts = f"{fmt.plural(len(as_dict(model.get('files'))), 'file')}, {len(as_dict(model.get('weights')))} weights"
+        models.rows.append([key, state or kind, "" if state else counts])
+    return [caches, nccl, models]
 
 
 def print_show(console: Console, snapshot: Snapshot, path: Path, focus: list[str] | None = None) -> None:
