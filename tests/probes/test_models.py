@@ -16,6 +16,7 @@ from driftwatch.probes.models import ModelsProbe, classify, hub_cache
 from driftwatch.settings import WatchSettings
 from driftwatch.transport.local import LocalTransport
 from tests.hfcache import CONFIG, GENERATION, TEMPLATE, etag, model_files, repo_dir, write_revision
+from tests.seed import seed_log
 
 
 def record(previous: dict[str, Any] | None = None, **watch: Any) -> ProbeRecord:
@@ -136,3 +137,15 @@ def test_hub_cache_follows_huggingface_hub_precedence() -> None:
     assert hub_cache(None, {"HF_HOME": "/login"}) == "/login/hub"  # the server's env unknown
     assert hub_cache({}, {"HF_HOME": "/login"}) == "~/.cache/huggingface/hub"  # known, and unset
     assert os.path.basename(hub_cache()) == "hub"
+
+
+def test_the_model_a_servers_log_names_is_described(home: Path) -> None:
+    local = home / "models" / "DeepSeek-V3"
+    local.mkdir(parents=True)
+    (local / "generation_config.json").write_text(json.dumps(GENERATION))
+    logs = home / "logs"
+    logs.mkdir()
+    (logs / "server.log").write_text(seed_log(0.88, fails=False).replace("/models/DeepSeek-V3", str(local)))
+    facts = record(logs=[f"{logs}/*.log"]).facts["models"]
+    assert list(facts) == [str(local)] and facts[str(local)]["sources"] == [f"log {logs}/*.log"]
+    assert facts[str(local)]["files"]["generation_config.json"]["values"]["temperature"] == 0.6
