@@ -98,8 +98,10 @@ def stale_entries(ctx: DiffContext) -> list[Change]:
                 continue
             text = (f"{_where(key, name)} unchanged ({_count(entry)}, newest {fmt.when(newest)}) while "
                     f"{reinstall.sentence()}: every cached object predates that install")
+            # A reinstall with identical files: the objects were built from what is installed now.
             changes.append(Change("file", _where(key, name), fmt.when(newest), fmt.when(reinstall.installed_at),
-                                  _stale_severity(reinstall), text, magnitude=1.0))
+                                  _stale_severity(reinstall), text, magnitude=1.0,
+                                  context=reinstall.files_changed is False))
     return changes
 
 
@@ -140,7 +142,7 @@ def _entry(key: str, name: str, old: Any, new: Any, layout: Any, ctx: DiffContex
         text += f" while {reinstall.sentence()}"
         if older:
             text += f": {older} of {total} objects predate that install" if total else ": files older than that install remain"
-            severity = _stale_severity(reinstall)
+            severity = max(severity, _stale_severity(reinstall), key=lambda s: s.rank)
     return Change("file", where, fmt.short(old.get("digest"), 12), fmt.short(new.get("digest"), 12), severity, text,
                   magnitude=1.0 if rebuilt else 0.5)
 

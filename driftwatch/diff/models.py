@@ -48,7 +48,8 @@ def _model(key: str, old: Facts, new: Facts) -> list[Change]:
     changes += [weights] if weights else []
     if revision and not any(c.severity.rank > Severity.info.rank for c in changes):
         text = f"{key} {revision}: no file that changes behaviour differs"
-        changes.append(Change("file", key, old.get("revision"), new.get("revision"), Severity.info, text))
+        changes.append(Change("file", key, old.get("revision"), new.get("revision"), Severity.info, text,
+                              context=True))
     return changes
 
 
@@ -64,7 +65,8 @@ def _small_file(key: str, rel: str, old: Any, new: Any, revision: str | None) ->
     if _identity(old) == _identity(new):
         if old.get("mtime") != new.get("mtime"):
             text = f"{key} {rel} touched, content identical (mtime {fmt.when(old.get('mtime'))} → {fmt.when(new.get('mtime'))})"
-            return Change("file", item, fmt.when(old.get("mtime")), fmt.when(new.get("mtime")), Severity.info, text)
+            return Change("file", item, fmt.when(old.get("mtime")), fmt.when(new.get("mtime")), Severity.info, text,
+                          context=True)
         return None
     how = revision or f"sha256 {fmt.short(_identity(old))}… → {fmt.short(_identity(new))}…"
     values = _values(old.get("values"), new.get("values"))

@@ -41,7 +41,7 @@ def _file(path: str, old: Facts, new: Facts, servers: Facts) -> list[Change]:
     if not changes and old.get("sha256") != new.get("sha256") and old.get("exists") and new.get("exists"):
         text = f"{path} was edited; the settings NCCL reads from it are the same"
         changes.append(Change("env", path, fmt.short(old.get("sha256"), 12), fmt.short(new.get("sha256"), 12),
-                              Severity.info, text))
+                              Severity.info, text, context=True))
     return changes
 
 

@@ -60,7 +60,7 @@ def test_unchanged_entry_under_a_reinstall_is_stale() -> None:
     same = caches({"0.4.1": entry(objects65())})
     result = diff(same, copy.deepcopy(same), {"installed_at": REINSTALLED, "record_sha256": "rec-rebuilt"})
     first = result.changes[0]
-    assert (first.item, first.severity) == (f"{FI}/0.4.1", Severity.high)
+    assert (first.item, first.severity, first.context) == (f"{FI}/0.4.1", Severity.high, False)
     assert first.explanation == (
         f"{FI}/0.4.1 unchanged (65 files, 65 objects, newest 2026-02-19 11:00 UTC) while flashinfer-python 0.4.1 "
         "was reinstalled (installed 2026-02-25 10:00 UTC): every cached object predates that install")
@@ -71,6 +71,7 @@ def test_reinstall_with_identical_files_makes_the_old_objects_context() -> None:
     result = diff(same, copy.deepcopy(same), {"installed_at": REINSTALLED})
     stale = next(c for c in result.changes if c.item == f"{FI}/0.4.1")
     assert stale.severity is Severity.info and "(installed 2026-02-25 10:00 UTC, identical files)" in stale.explanation
+    assert stale.context and not result.drift  # the reinstall is context too: nothing that runs changed
 
 
 def test_entry_of_another_version_is_not_stale_when_this_one_is_upgraded() -> None:

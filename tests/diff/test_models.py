@@ -46,6 +46,7 @@ def test_revision_moved_with_nothing_of_interest_changed_is_context() -> None:
     new = hub(NEW_REV, 0.6)
     [change] = changes(hub(OLD_REV, 0.6), new)
     assert change.severity is Severity.info and "no file that changes behaviour differs" in change.explanation
+    assert change.context
 
 
 def test_weights_summarised_in_one_line() -> None:
@@ -70,6 +71,7 @@ def test_local_file_edited_names_sha_and_touched_is_info() -> None:
     touched["models"][REPO]["files"]["generation_config.json"]["mtime"] = 2.0
     [change] = changes(old, touched)
     assert change.severity is Severity.info and "touched, content identical" in change.explanation
+    assert change.context
 
 
 def test_a_model_gone_from_the_cache_is_high() -> None:

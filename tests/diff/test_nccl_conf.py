@@ -43,6 +43,7 @@ def test_changed_and_removed_settings() -> None:
 def test_edit_without_a_setting_changing_is_context() -> None:
     [change] = changes(conf({"NCCL_DEBUG": "INFO"}), conf({"NCCL_DEBUG": "INFO"}, sha="b"))
     assert change.severity is Severity.info and "settings NCCL reads from it are the same" in change.explanation
+    assert change.context
 
 
 def test_a_name_with_spaces_is_said_to_set_nothing_nccl_reads() -> None:
