@@ -109,7 +109,9 @@ def moved_caches(ctx: ProbeContext, configured: list[str]) -> tuple[dict[str, tu
     moved: dict[str, tuple[CacheLayout, list[str]]] = {}
     for path in configured:
         layout = layout_of(path)
-        for where, env in sources if layout else ():
+        if layout is None:
+            continue  # a directory of the user's own: nothing moves it
+        for where, env in sources:
             found = relocated(layout.relocations, env)
             if found and found[1] not in configured:
                 moved.setdefault(found[1], (layout, []))[1].append(f"{found[0]} ({where})")

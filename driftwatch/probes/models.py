@@ -104,7 +104,7 @@ def wanted_models(ctx: ProbeContext) -> tuple[dict[str, Model], str | None]:
         args = (log or {}).get("server_args") or {}
         model = args.get("model_path") or args.get("model")
         kind = classify(model, served=False) if isinstance(model, str) else None
-        if kind:
+        if kind and isinstance(model, str):
             models.setdefault(model, Model(model, kind, hub_cache=hub_cache(login_env))).sources.append(f"log {pattern}")
     for model in ctx.watch.models:
         kind = classify(model, served=False) or "local"
