@@ -152,11 +152,16 @@ def test_default_env_covers_loader_hub_thread_and_rendezvous_variables(servers: 
     env = {"LD_PRELOAD": "/opt/libfoo.so", "LD_LIBRARY_PATH": "/usr/local/nccl/lib", "VLLM_USE_V1": "1",
            "HF_HOME": "/data/hf", "HF_TOKEN": HF, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "OMP_NUM_THREADS": "8", "NVSHMEM_IB_ENABLE_IBGDA": "1", "UCX_NET_DEVICES": "mlx5_0:1",
-           "GLOO_SOCKET_IFNAME": "eth0", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500", "UNRELATED": "x"}
+           "GLOO_SOCKET_IFNAME": "eth0", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500", "UNRELATED": "x",
+           # Not matched by any glob, but it moves a compile cache: always recorded.
+           "TRITON_CACHE_DIR": "/data/triton", "TORCHINDUCTOR_CACHE_DIR": "/data/inductor"}
     servers.start(env=env)
     server = record(servers).facts["servers"]["sglang.launch_server"]
     assert server["env"] == {**{k: v for k, v in env.items() if k != "UNRELATED"}, "HF_TOKEN": "<redacted>"}
     assert HF not in json.dumps(server)
+    narrow = record(servers, env=["NCCL_*"]).facts["servers"]["sglang.launch_server"]["env"]
+    assert narrow == {"TRITON_CACHE_DIR": "/data/triton", "TORCHINDUCTOR_CACHE_DIR": "/data/inductor",
+                      "HF_HOME": "/data/hf"}
 
 
 def test_secret_variables_matched_by_a_glob_are_redacted_on_both_sides(servers: Servers) -> None:
