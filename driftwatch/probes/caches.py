@@ -41,7 +41,7 @@ MAX_NAMED = 256  # named entries per cache; more go to "*"
 MAX_OBJECTS = 512  # compiled objects listed by name per entry (beyond: counted only)
 MAX_DIRS = 4096  # directory keys kept per entry to skip the next walk (beyond: walk again)
 MAX_OBJECTS_TOTAL = 8192
-MAX_DIRS_TOTAL = 16384
+MAX_DIRS_TOTAL = 8192  # ~75 bytes each in the stored snapshot: at most ~0.6 MB
 _VERSION = re.compile(r"^\d+(\.\d+)+")
 _TORCH_BUILD = re.compile(r"^py(\d)(\d+)_(cu|rocm|cpu|xpu)(\d*)$")
 
