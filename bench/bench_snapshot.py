@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -93,6 +94,48 @@ def stack_fixture(work: Path, entries: int) -> str:
     return f"caches = {json.dumps([str(c) for c in caches])}\nmodels = [\"{model}\"]\n"
 
 
+def stack_costs(watch_lines: str, repeat: int) -> list[tuple[str, float, float, float, float]]:
+    """Each stack probe alone on this host (local transport; the login shell's and the
+    servers' environments given as empty, so no probe waits for them): (probe, cold wall s,
+    cold CPU s, warm wall s, warm CPU s), medians. Cold has no previous snapshot; warm has
+    the one before, as from cron. CPU counts this process and the target-side scripts."""
+    import resource
+    import tomllib
+
+    from driftwatch.collect import run_probe
+    from driftwatch.probes.base import ProbeContext, Shared
+    from driftwatch.probes.caches import CachesProbe
+    from driftwatch.probes.models import ModelsProbe
+    from driftwatch.probes.nccl_conf import NcclConfProbe
+    from driftwatch.probes.processes import MAX_PROCESSES
+    from driftwatch.settings import WatchSettings
+    from driftwatch.transport.local import LocalTransport
+
+    watch = WatchSettings(processes=[], **tomllib.loads(watch_lines))
+
+    def once(probe: Any, previous: dict[str, Any]) -> tuple[float, float, dict[str, Any]]:
+        shared = Shared()
+        shared.once(("processes", MAX_PROCESSES), lambda: {"servers": {}, "login_env": {}})
+        ctx = ProbeContext(transport=LocalTransport(), watch=watch, timeout=30, previous=previous, shared=shared)
+        before = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+        started = time.perf_counter()
+        record = run_probe(probe, ctx)
+        wall = time.perf_counter() - started
+        after = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+        cpu = sum(a.ru_utime + a.ru_stime - b.ru_utime - b.ru_stime for a, b in zip(after, before, strict=True))
+        return wall, cpu, record.facts
+
+    rows = []
+    for probe in (CachesProbe(), NcclConfProbe(), ModelsProbe()):
+        cold, warm = [], []
+        for _ in range(repeat):
+            wall, cpu, facts = once(probe, {})
+            cold.append((wall, cpu))
+            warm.append(once(probe, facts)[:2])
+        rows.append((probe.name, *(statistics.median(x[i] for x in runs) for runs in (cold, warm) for i in (0, 1))))
+    return rows
+
+
 def setup(work: Path, cache_entries: int) -> tuple[dict[str, Path], Sshd, list[str]]:
     server = start_sshd(work / "sshd", find_sshd() or sys.exit("sshd not installed"))
     server.fake_env()
@@ -126,6 +169,7 @@ def main() -> None:
     snapshot = [sys.executable, "-m", "driftwatch", "snapshot", "testhost"]
     with tempfile.TemporaryDirectory() as tmp:
         folders, server, ssh_true = setup(Path(tmp), args.cache_entries)
+        costs = stack_costs(stack_fixture(Path(tmp) / "alone", args.cache_entries), args.repeat)
         runs: dict[str, list[float]] = {"ssh true": [], **{case: [] for case in folders}}
         probes: dict[str, dict[str, list[float]]] = {"snapshot": {}, "cold stack": {}}
         try:
@@ -133,16 +177,22 @@ def main() -> None:
         finally:
             server.stop()  # never leave a listening sshd behind
     report(runs, probes, args.repeat)
+    print(f"\n{'stack probe alone':<18} {'cold s':>7} {'cold CPU s':>11} {'warm s':>7} {'warm CPU s':>11}")
+    for name, cold_wall, cold_cpu, warm_wall, warm_cpu in costs:
+        print(f"{name:<18} {cold_wall:>7.3f} {cold_cpu:>11.3f} {warm_wall:>7.3f} {warm_cpu:>11.3f}")
 
 
 def measure(
     repeat: int, runs: dict[str, list[float]], probes: dict[str, dict[str, list[float]]], folders: dict[str, Path],
     sshd_dir: Path, ssh_true: list[str], snapshot: list[str],
 ) -> None:
-    for _ in range(repeat):  # alternating, so noise hits every case alike
+    cases = ["ssh true", "snapshot", "no stack", "cold stack"]
+    for round_ in range(repeat):  # alternating, the order rotating, so noise hits every case alike
         _reset_env(sshd_dir, delay=None)
-        runs["ssh true"].append(timed(ssh_true, folders["snapshot"]))
-        for case in ("snapshot", "no stack", "cold stack"):
+        for case in cases[round_ % len(cases):] + cases[: round_ % len(cases)]:
+            if case == "ssh true":
+                runs[case].append(timed(ssh_true, folders["snapshot"]))
+                continue
             if case == "cold stack":
                 shutil.rmtree(folders[case] / "snapshots", ignore_errors=True)
             runs[case].append(timed(snapshot, folders[case]))
