@@ -105,9 +105,10 @@ def test_stale_flashinfer_cache_after_a_same_version_reinstall(host: Host, capsy
     host.snapshot()
     first = host.first_change(capsys)
     assert first["severity"] == "high" and first["category"] == "file"
-    assert first["explanation"] == (
+    assert first["explanation"].startswith(
         f"~/.cache/flashinfer/0.4.1: 5 of 65 objects changed (newest {when(newest)}) while flashinfer-python 0.4.1 "
         f"was reinstalled (installed {when(installed)}): 60 of 65 objects predate that install")
+    assert "known-bad state (predicted). Fix: rm -rf " in first["explanation"]  # the directory to clear
     assert main(["show", "testhost@latest"]) == 0
     assert "~/.cache/flashinfer  66 files" in capsys.readouterr().out
 

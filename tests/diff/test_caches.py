@@ -50,9 +50,11 @@ def test_same_version_reinstall_with_five_of_65_objects_rebuilt_names_the_cache_
                   {"installed_at": REINSTALLED, "record_sha256": "rec-rebuilt"})
     first = result.changes[0]
     assert (first.category, first.item, first.severity) == ("file", f"{FI}/0.4.1", Severity.high)
-    assert first.explanation == (
+    assert first.explanation.startswith(
         f"{FI}/0.4.1: 5 of 65 objects changed (newest 2026-02-25 10:01 UTC) while flashinfer-python 0.4.1 was "
         "reinstalled (installed 2026-02-25 10:00 UTC): 60 of 65 objects predate that install")
+    # doctor's stale-compile-cache rule names the state and the directory to clear.
+    assert "known-bad state (predicted)" in first.explanation and "Fix: rm -rf " in first.explanation
     assert result.changes[1].item == "flashinfer-python"  # the reinstall itself, ranked below
 
 
@@ -61,9 +63,10 @@ def test_unchanged_entry_under_a_reinstall_is_stale() -> None:
     result = diff(same, copy.deepcopy(same), {"installed_at": REINSTALLED, "record_sha256": "rec-rebuilt"})
     first = result.changes[0]
     assert (first.item, first.severity, first.context) == (f"{FI}/0.4.1", Severity.high, False)
-    assert first.explanation == (
+    assert first.explanation.startswith(
         f"{FI}/0.4.1 unchanged (65 files, 65 objects, newest 2026-02-19 11:00 UTC) while flashinfer-python 0.4.1 "
         "was reinstalled (installed 2026-02-25 10:00 UTC): every cached object predates that install")
+    assert "known-bad state (predicted)" in first.explanation
 
 
 def test_reinstall_with_identical_files_makes_the_old_objects_context() -> None:
