@@ -37,6 +37,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from driftwatch.text import valid_text
+
 REDACTED = "<redacted>"
 
 _ANYWHERE = r"SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|WEBHOOK"
@@ -262,14 +264,16 @@ def redact_facts(value: Any, key: str = "") -> Any:
 
 
 def redact_strings(value: Any) -> Any:
-    """Every string inside a structure (keys aside) without token-looking parts and URL
-    credentials; everything else (numbers, hashes, names) unchanged. The last pass over a
-    snapshot's facts, behind the probes' own name-aware redaction."""
+    """Every string inside a structure without token-looking parts and URL credentials, and
+    every string and key valid UTF-8 (driftwatch.text); everything else (numbers, hashes,
+    names) unchanged. The last pass over a snapshot's facts, behind the probes' own
+    name-aware redaction."""
     if isinstance(value, str):
-        return redact_value(value)
+        return redact_value(valid_text(value))
     # Numbers, booleans and None are most of the leaves: skipped without a call.
     if isinstance(value, dict):
-        return {k: v if type(v) in _PLAIN else redact_strings(v) for k, v in value.items()}
+        return {valid_text(k) if isinstance(k, str) else k: v if type(v) in _PLAIN else redact_strings(v)
+                for k, v in value.items()}
     if isinstance(value, list):
         return [v if type(v) in _PLAIN else redact_strings(v) for v in value]
     return value

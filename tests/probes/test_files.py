@@ -150,3 +150,20 @@ def test_walker_runs_on_old_pythons(tmp_path: Path, python: str) -> None:
     out = subprocess.run([python, "-I", "-S", "-c", load_script("files_collect.py")], input=json.dumps(request).encode(),
                          capture_output=True, check=True, timeout=30).stdout
     assert len(json.loads(out)["files"]) == 3
+
+
+def test_a_file_name_that_is_not_utf8_is_stored_and_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A path with a byte that is not UTF-8 came back as a lone surrogate; the snapshot then
+    # could not be stored or printed (a traceback from the JSON encoder).
+    from driftwatch.cli import main
+
+    (tmp_path / "src").mkdir()
+    with open(os.fsencode(tmp_path / "src") + b"/bad\xff.py", "wb") as handle:
+        handle.write(b"x = 1\n")
+    (tmp_path / "driftwatch.toml").write_text(f'[watch]\nfiles = ["{tmp_path}/src/*.py"]\nprocesses = []\n')
+    monkeypatch.chdir(tmp_path)
+    assert main(["snapshot", "local", "--json"]) in (0, 3)
+    out = capsys.readouterr().out
+    assert "bad\\\\xff.py" in out  # the byte, shown as \xff (escaped once more by JSON)
