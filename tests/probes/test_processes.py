@@ -354,3 +354,16 @@ def test_no_patterns_means_no_walk_of_proc_but_the_login_env(tmp_path: Path, mon
     assert result.facts["login_env"]["NCCL_IB_HCA"] == "mlx5"
     walker = load_script("processes_collect.py").splitlines()[1]
     assert len(transport.scripts) == 1 and walker not in transport.scripts[0]
+
+
+def test_a_hung_login_profile_is_stopped_politely_and_leaves_no_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # pyenv's rehash takes a lock file and removes it in an EXIT trap; a login shell
+    # SIGKILLed at its deadline left the lock, and every later login waited 60 s for it.
+    home = tmp_path / "home"
+    lock = home / ".tool.lock"
+    write_profile(home, f'trap \'rm -f "{lock}"\' EXIT\necho > "{lock}"\nsleep 30\n')
+    monkeypatch.setenv("HOME", str(home))
+    ctx = ProbeContext(transport=LocalTransport(), watch=WatchSettings(processes=[]), timeout=2.5)
+    facts = ProcessesProbe().collect(ctx)
+    assert facts["login_env"] is None and "timed out" in (facts["login_env_error"] or "")
+    assert not lock.exists(), "the profile's EXIT trap never ran: it was killed, not terminated"

@@ -11,12 +11,14 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # type checkers only; the annotations are strings: importing typing costs ~5 ms per start
     from typing import Dict, Optional, Tuple
 
 LOGIN_SHELLS = {"bash", "sh", "dash", "zsh", "ksh"}
+KILL_GRACE = 1.0  # seconds between TERM and KILL
 REDACTED = "<redacted>"
 
 
@@ -52,14 +54,33 @@ def start(shell: str, marker: str) -> subprocess.Popen:
                             cwd=home if os.path.isdir(home) else "/", start_new_session=True)
 
 
+def stop_group(proc: subprocess.Popen) -> None:
+    """TERM the shell and whatever its profile started, then KILL what is left after the
+    grace: a profile killed outright can leave a tool's lock behind (pyenv's rehash lock
+    then makes every later login on the host wait 60 s); TERM lets its EXIT trap run."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except OSError:
+        return  # the group is gone
+    deadline = time.monotonic() + KILL_GRACE
+    while time.monotonic() < deadline:
+        proc.poll()  # reaps the shell: a zombie still counts as a member of its group
+        try:
+            os.killpg(proc.pid, 0)
+        except OSError:
+            return  # everyone left on TERM
+        time.sleep(0.05)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
 def finish(proc: subprocess.Popen, marker: str, timeout: float) -> "Tuple[Optional[Dict[str, str]], Optional[str]]":
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # whatever the profile started, too
-        except OSError:
-            pass
+        stop_group(proc)
         if proc.stdout is not None:
             proc.stdout.close()
         proc.wait()
