@@ -47,6 +47,10 @@ LIB_MARKERS = [
 ]
 MAX_PROCESSES = 64
 MAX_READ_BYTES = 4 * 1024 * 1024  # per cmdline/environ/maps read
+# Every mapped shared object is also kept in the walk's report (not in these facts) for the
+# libraries probe, except per-kernel objects of JIT caches: many, churning, meaning nothing.
+MAPPED_EXCLUDE = ["/.triton/cache/", "/torchinductor_"]
+MAX_MAPPED = 2048  # per process
 
 
 
@@ -108,9 +112,7 @@ def server_facts(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def build_facts(processes: dict[str, Any], login: dict[str, Any]) -> Facts:
-    records = sorted(processes.get("processes") or [], key=lambda p: p.get("pid") or 0)
-    servers = [server_facts(raw) for raw in records]
-    keyed = dict(zip(server_keys(servers), servers, strict=True))
+    keyed = {key: server_facts(raw) for key, raw in keyed_servers(processes).items()}
     for server in keyed.values():
         server.pop("pattern", None)  # only needed to key servers with no known entry point
     login_env = login.get("login_env")
@@ -145,27 +147,18 @@ def observed(ctx: ProbeContext, max_processes: int = MAX_PROCESSES) -> Facts:
 
 
 def _observe(ctx: ProbeContext, max_processes: int) -> Facts:
-    rules = redaction_rules()
-    env = {"env": ctx.watch.env, "always_env": ALWAYS_ENV, **rules}
-    walk = {
-        **env,
-        "patterns": ctx.watch.processes,
-        "lib_markers": LIB_MARKERS,
-        "max_processes": max_processes,
-        "max_bytes": MAX_READ_BYTES,
-    }
+    env = {"env": ctx.watch.env, "always_env": ALWAYS_ENV, **redaction_rules()}
     # The login shell gets less than the deadline, so a hung profile is reported as such
     # by the script instead of costing the whole probe.
     login = {**env, "timeout": max(0.5, ctx.timeout * 0.8 - 0.5)}
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="processes") as pool:
-        # No patterns, nothing to match: no walk of /proc (one interpreter start less).
-        walked = pool.submit(_run_json, ctx, "processes_collect.py", walk) if walk["patterns"] else None
+        walked = pool.submit(server_walk, ctx, max_processes)
         shell = pool.submit(_run_json, ctx, "login_env_collect.py", login)
         try:
             login_report = shell.result()
         except ProbeError as exc:  # includes ProbeTimeout: the servers are still facts
             login_report = {"login_env": None, "login_env_error": f"login shell: {exc}"}
-        report = walked.result() if walked is not None else {"processes": [], "truncated": False}
+        report = walked.result()
     if report.get("error"):
         raise ProbeSkipped(str(report["error"]))
     return build_facts(report, login_report)
@@ -177,6 +170,39 @@ def environments(facts: Facts) -> list[tuple[str, dict[str, str]]]:
     found = [("login env", facts.get("login_env") or {})]
     found += [(f"server {key}", (server or {}).get("env") or {}) for key, server in (facts.get("servers") or {}).items()]
     return found
+
+
+def walk_request(ctx: ProbeContext, max_processes: int = MAX_PROCESSES) -> dict[str, Any]:
+    return {
+        "env": ctx.watch.env,
+        "always_env": ALWAYS_ENV,
+        **redaction_rules(),
+        "patterns": ctx.watch.processes,
+        "lib_markers": LIB_MARKERS,
+        "mapped": True,
+        "mapped_exclude": MAPPED_EXCLUDE,
+        "max_mapped": MAX_MAPPED,
+        "max_processes": max_processes,
+        "max_bytes": MAX_READ_BYTES,
+    }
+
+
+def server_walk(ctx: ProbeContext, max_processes: int = MAX_PROCESSES) -> dict[str, Any]:
+    """The raw report of ``processes_collect.py``: one walk of /proc per snapshot, shared by
+    the processes probe and the libraries probe (which reads each server's ``mapped``).
+    No patterns, nothing to match: no walk at all (one interpreter start less)."""
+    request = walk_request(ctx, max_processes)
+    if not request["patterns"]:
+        return {"processes": [], "truncated": False}
+    key = ("processes_walk", json.dumps(request, sort_keys=True))
+    return ctx.shared.once(key, lambda: _run_json(ctx, "processes_collect.py", request))
+
+
+def keyed_servers(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The walk's raw server records under the keys the processes facts use."""
+    records = sorted(report.get("processes") or [], key=lambda p: p.get("pid") or 0)
+    keys = server_keys([server_facts(raw) for raw in records])
+    return dict(zip(keys, records, strict=True))
 
 
 class ProcessesProbe:

@@ -117,16 +117,33 @@ def parse_environ(data: bytes) -> "Dict[str, str]":
     return env
 
 
-def libraries(pid: int, request: "Dict") -> "Optional[List[str]]":
+# A shared object as /proc/PID/maps names it: libnccl.so.2.28.9, _C.abi3.so, and the
+# kernel's " (deleted)" when the file was removed or replaced after it was mapped.
+SHARED_OBJECT = re.compile(r"\.so(\.[0-9][0-9.]*)?( \(deleted\))?$")
+
+
+def mappings(pid: int, request: "Dict") -> "tuple":
+    """The mapped libraries the markers select (sorted paths), and, when the request asks
+    for ``mapped``, every mapped shared object as {path as maps shows it: its first address
+    range}; (None, None) when the maps cannot be read."""
     data = read_bounded("/proc/%d/maps" % pid, request["max_bytes"])
     if data is None:
-        return None
+        return None, None
     found = set()
+    mapped = {}  # type: Dict[str, str]
+    excluded = request.get("mapped_exclude") or []
+    limit = request.get("max_mapped", 2048) if request.get("mapped") else 0
     for line in data.decode("utf-8", "replace").splitlines():
         parts = line.split(None, 5)  # the path (6th column) may contain spaces
-        if len(parts) == 6 and any(marker in parts[5] for marker in request["lib_markers"]):
-            found.add(parts[5].strip())
-    return sorted(found)[: request.get("max_libraries", 512)]
+        if len(parts) != 6:
+            continue
+        path = parts[5].strip()
+        if any(marker in path for marker in request["lib_markers"]):
+            found.add(path)
+        if (len(mapped) < limit and path not in mapped and path.startswith("/") and SHARED_OBJECT.search(path)
+                and not any(part in path for part in excluded)):
+            mapped[path] = parts[0]
+    return sorted(found)[: request.get("max_libraries", 512)], (mapped if limit else None)
 
 
 def describe(pid: int, pattern: str, argv: "List[str]", request: "Dict", btime: float, red: Redactor) -> "Optional[Dict]":
@@ -134,13 +151,17 @@ def describe(pid: int, pattern: str, argv: "List[str]", request: "Dict", btime: 
     if not fields or len(fields) < 20:
         return None  # exited since its command line was read
     environ = read_bounded("/proc/%d/environ" % pid, request["max_bytes"])
-    return {
+    libraries, mapped = mappings(pid, request)
+    entry = {
         "pid": pid, "ppid": int(fields[1]), "pattern": pattern, "argv": red.argv(argv),
         "start_time": round(btime + int(fields[19]) / float(os.sysconf("SC_CLK_TCK")), 2),
         "cwd": readlink("/proc/%d/cwd" % pid), "exe": readlink("/proc/%d/exe" % pid),
         "env": None if environ is None else red.env(env_filter(parse_environ(environ), request)),
-        "libraries": libraries(pid, request),
+        "libraries": libraries,
     }
+    if mapped is not None:
+        entry["mapped"] = mapped
+    return entry
 
 
 def ancestors(pid: int, limit: int = 64) -> "List[int]":
