@@ -14,9 +14,11 @@ import base64
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 TORCH_GIT_VERSION = "a1cb3cc05d46d198467bebbb6e8fba50a325d4e7"
@@ -103,9 +105,7 @@ def sglang_checkout(venv: Path) -> Path:
 
 
 def _record_line(root: Path, rel: str) -> str:
-    data = (root / rel).read_bytes()
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-    return f"{rel},sha256={digest},{len(data)}"
+    return _record_entry(rel, (root / rel).read_bytes())
 
 
 def write_dist_info(
@@ -114,14 +114,14 @@ def write_dist_info(
     name: str,
     version: str,
     requires: list[str],
-    files: dict[str, str],
+    files: dict[str, str] | dict[str, bytes] | dict[str, str | bytes],
     *,
     direct_url: dict[str, object] | None = None,
 ) -> Path:
     """Write ``files`` and a pip-style ``<disk_name>-<version>.dist-info`` into ``site``."""
     for rel, content in files.items():
         (site / rel).parent.mkdir(parents=True, exist_ok=True)
-        (site / rel).write_text(content)
+        (site / rel).write_bytes(content.encode() if isinstance(content, str) else content)
     dist_info = site / f"{disk_name}-{version}.dist-info"
     dist_info.mkdir(parents=True)
     metadata = ["Metadata-Version: 2.4", f"Name: {name}", f"Version: {version}"]
@@ -138,6 +138,39 @@ def write_dist_info(
     lines.append(f"{dist_info.name}/RECORD,,")
     (dist_info / "RECORD").write_text("\n".join(lines) + "\n")
     return dist_info
+
+
+def build_wheel(out_dir: Path, name: str, version: str, files: dict[str, bytes]) -> Path:
+    """A real wheel (a zip with ``files`` and a dist-info whose RECORD hashes them), as a
+    build backend would write it, for ``pip install`` to install."""
+    disk = re.sub(r"[-_.]+", "_", name)
+    dist_info = f"{disk}-{version}.dist-info"
+    members = {
+        **files,
+        f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\n".encode(),
+        f"{dist_info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: driftwatch-tests\nRoot-Is-Purelib: false\nTag: py3-none-any\n",
+    }
+    record = [_record_entry(rel, data) for rel, data in members.items()] + [f"{dist_info}/RECORD,,"]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    wheel = out_dir / f"{disk}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for rel, data in members.items():
+            archive.writestr(rel, data)
+        archive.writestr(f"{dist_info}/RECORD", "\n".join(record) + "\n")
+    return wheel
+
+
+def pip_install(python: Path, *wheels: Path, force: bool = False) -> None:
+    """Install wheels into ``python``'s environment with this process's pip (the test venvs
+    have none): no index, no dependencies, no cache; pip writes the RECORD."""
+    argv = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index",
+            "--no-cache-dir", "--disable-pip-version-check", *(["--force-reinstall"] if force else []), *map(str, wheels)]
+    subprocess.run(argv, check=True, capture_output=True)
+
+
+def _record_entry(rel: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{rel},sha256={digest},{len(data)}"
 
 
 def git(cwd: Path, *args: str) -> str:

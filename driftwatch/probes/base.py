@@ -104,9 +104,12 @@ def collector_script(name: str) -> str:
     return load_script("dists.py") + "\n\n" + load_script(name)
 
 
-def run_target_python(ctx: ProbeContext, script_name: str, request: bytes) -> CommandResult:
-    """Run a stdlib script from ``probes/scripts`` with the target's system python3, else
-    the first configured interpreter it has, else whatever ``python3`` is on PATH.
+def run_target_python(
+    ctx: ProbeContext, script_name: str, request: bytes, *, preludes: tuple[str, ...] = ()
+) -> CommandResult:
+    """Run a stdlib script from ``probes/scripts`` (after the ``preludes`` it builds on)
+    with the target's system python3, else the first configured interpreter it has, else
+    whatever ``python3`` is on PATH.
 
     Any python3 >= 3.6 runs these scripts; the system one comes first because a pyenv or
     conda shim first on PATH costs ~60 ms of CPU per start. -I -S: the standard library
@@ -115,7 +118,8 @@ def run_target_python(ctx: ProbeContext, script_name: str, request: bytes) -> Co
     interpreted by a shell.
     """
     pythons = [DEFAULT_PYTHONS[0], *ctx.watch.python, *DEFAULT_PYTHONS[1:]]
-    return ctx.run(first_python(load_script(script_name), pythons), stdin=request)
+    code = "\n\n".join(load_script(name) for name in (*preludes, script_name))
+    return ctx.run(first_python(code, pythons), stdin=request)
 
 
 class Probe(Protocol):

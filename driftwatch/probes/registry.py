@@ -8,6 +8,7 @@ from driftwatch.probes.cuda import CudaProbe
 from driftwatch.probes.files import FilesProbe
 from driftwatch.probes.git import GitProbe
 from driftwatch.probes.gpu import GpuProbe
+from driftwatch.probes.libraries import LibrariesProbe
 from driftwatch.probes.logs import LogsProbe
 from driftwatch.probes.models import ModelsProbe
 from driftwatch.probes.nccl_conf import NcclConfProbe
@@ -29,5 +30,6 @@ DEFAULT_PROBES: dict[str, Probe] = {
         CachesProbe(),
         NcclConfProbe(),
         ModelsProbe(),
+        LibrariesProbe(),
     )
 }

@@ -44,8 +44,8 @@ HF = "hf_abcdefghijklmnopqrstuvwxyz123456"
 API = "sk-abcdefabcdefabcdefabcdef"
 STANDIN = """
 import ctypes, os, subprocess, sys, time
-if os.environ.get("STANDIN_LOAD"):  # map a library, as a real server maps libnccl
-    ctypes.CDLL(os.environ["STANDIN_LOAD"])
+for lib in filter(None, os.environ.get("STANDIN_LOAD", "").split(os.pathsep)):  # as a server maps libnccl
+    ctypes.CDLL(lib)
 if os.environ.pop("STANDIN_CHILD", None):  # a forked worker: same command line, our child
     subprocess.Popen([sys.executable, "-m", "sglang.launch_server"] + sys.argv[1:])
 open(os.path.join(os.environ["STANDIN_READY"], str(os.getpid())), "w").close()

@@ -149,6 +149,8 @@ def collect() -> dict[str, Any]:
         "executable": sys.executable,
         "version": sys.version.split()[0],
         "prefix": sys.prefix,
+        # Where the libraries probe looks for wheel libraries and RECORDs, in import order.
+        "sys_path": list(sys.path),
         "distributions": distributions,
         "torch": torch_version_file(),
     }
