@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from driftwatch.diff import caches, cuda, files, git, gpu, models, nccl_conf, packages, runtime, system
+from driftwatch.diff import caches, cuda, files, git, gpu, libraries, models, nccl_conf, packages, runtime, system
 from driftwatch.diff.change import Change, DiffOptions, DiffResult, Severity
 from driftwatch.diff.commits import fold_commits
 from driftwatch.diff.context import DiffContext, Facts
@@ -35,6 +35,7 @@ AREA_RULES: dict[str, tuple[Rule, frozenset[str]]] = {
     "caches": (caches.diff_caches, caches.KEYS),
     "nccl_conf": (nccl_conf.diff_nccl_conf, nccl_conf.KEYS),
     "models": (models.diff_models, models.KEYS),
+    "libraries": (libraries.diff_libraries, libraries.KEYS),
 }
 
 

@@ -35,6 +35,8 @@ CATEGORY_BY_PROBE = {
     "caches": "file",
     "nccl_conf": "env",
     "models": "file",
+    "libraries": "file",
+    "driver": "driver",
 }
 
 
