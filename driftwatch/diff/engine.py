@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from driftwatch.diff import caches, cuda, files, git, gpu, libraries, models, nccl_conf, packages, runtime, system
+from driftwatch.diff import caches, cuda, driver, files, git, gpu, libraries, models, nccl_conf, packages, runtime, system
 from driftwatch.diff.change import Change, DiffOptions, DiffResult, Severity
 from driftwatch.diff.commits import fold_commits
 from driftwatch.diff.context import DiffContext, Facts
@@ -26,6 +26,7 @@ Rule = Callable[[Facts, Facts, DiffContext], list[Change]]
 AREA_RULES: dict[str, tuple[Rule, frozenset[str]]] = {
     "system": (system.diff_system, system.KEYS),
     "gpu": (gpu.diff_gpu, gpu.KEYS),
+    "driver": (driver.diff_driver, driver.KEYS),
     "cuda": (cuda.diff_cuda, cuda.KEYS),
     "python": (packages.diff_python, packages.KEYS),
     "git": (git.diff_git, git.KEYS),

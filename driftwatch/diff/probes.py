@@ -16,6 +16,8 @@ TIMEOUT_HINTS = {
     "git": "a hung mount or a locked repository?): the source tree may be unreadable",
     "cuda": "a hung mount or driver call?): CUDA tools are not answering",
     "system": "the host is overloaded or a mount is hung?)",
+    "driver": "a hung driver, systemctl or nvidia tool?)",
+    "libraries": "a hung mount under site-packages or the library directories?)",
 }
 ERROR_HINTS = {
     "gpu": "is the NVIDIA driver loaded and nvidia-smi working?",

@@ -19,6 +19,7 @@ from typing import Any
 
 from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeTimeout
 from driftwatch.probes.python import extract_report, interpreter_reports
+from driftwatch.probes.sections import split_sections
 from driftwatch.transport import CommandResult
 
 # Directories where distributions and CUDA installers put libnccl; LD_LIBRARY_PATH is
@@ -67,18 +68,6 @@ _CUDA_WHEEL = re.compile(r"^nvidia-(nccl|cudnn)-cu\d+$")
 _NVCC_V = re.compile(r"\bV(\d+\.\d+(?:\.\d+)*)\b")
 _NVCC_RELEASE = re.compile(r"\brelease (\d+\.\d+)\b")
 _NCCL_FILE = re.compile(r"libnccl\.so\.(\d+(?:\.\d+)*)$")
-
-
-def split_sections(text: str) -> dict[str, str]:
-    """``@@name`` headed sections of the shell script's output."""
-    sections: dict[str, list[str]] = {}
-    current: list[str] | None = None
-    for line in text.splitlines():
-        if line.startswith("@@"):
-            current = sections.setdefault(line[2:].strip(), [])
-        elif current is not None:
-            current.append(line)
-    return {name: "\n".join(lines) for name, lines in sections.items()}
 
 
 def parse_nvcc_version(text: str) -> str | None:

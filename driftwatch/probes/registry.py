@@ -5,6 +5,7 @@ from __future__ import annotations
 from driftwatch.probes.base import Probe
 from driftwatch.probes.caches import CachesProbe
 from driftwatch.probes.cuda import CudaProbe
+from driftwatch.probes.driver import DriverProbe
 from driftwatch.probes.files import FilesProbe
 from driftwatch.probes.git import GitProbe
 from driftwatch.probes.gpu import GpuProbe
@@ -21,6 +22,7 @@ DEFAULT_PROBES: dict[str, Probe] = {
     for probe in (
         SystemProbe(),
         GpuProbe(),
+        DriverProbe(),
         PythonProbe(),
         CudaProbe(),
         GitProbe(),

@@ -1,7 +1,8 @@
-"""Parse the ``@@key value`` lines that probe shell scripts print.
+"""Parse what probe shell scripts print: ``@@key value`` lines, or ``@@name`` sections.
 
-Shell probes print one fact per line as ``@@key value`` so that one remote script can
-return many facts in one round trip; anything else on stdout is ignored.
+Shell probes print one fact per line as ``@@key value`` (or a ``@@name`` line followed by
+a command's whole output) so that one remote script can return many facts in one round
+trip; anything before the first marker is ignored.
 """
 
 from __future__ import annotations
@@ -22,3 +23,15 @@ def first(sections: dict[str, list[str]], key: str) -> str | None:
     """The first value printed for ``key``, or None when it was empty or absent."""
     values = sections.get(key)
     return values[0] if values and values[0] != "" else None
+
+
+def split_sections(text: str) -> dict[str, str]:
+    """``@@name`` headed sections of the shell script's output."""
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if line.startswith("@@"):
+            current = sections.setdefault(line[2:].strip(), [])
+        elif current is not None:
+            current.append(line)
+    return {name: "\n".join(lines) for name, lines in sections.items()}
