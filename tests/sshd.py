@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,10 +120,17 @@ class Sshd:
             process.wait(timeout=5)
 
 
-def start_sshd(workdir: Path, sshd: str, extra_config: str = "", setenv: dict[str, str] | None = None) -> Sshd:
-    """Start sshd; ``extra_config`` lines are appended (for MaxStartups the last value counts);
-    ``setenv`` adds variables to every session (``HOME`` for a private home: sshd allows one
-    ``SetEnv`` line, so they join PATH's)."""
+def start_sshd(
+    workdir: Path,
+    sshd: str,
+    extra_config: str = "",
+    *,
+    prefix: Sequence[str] = (),
+    session_env: dict[str, str] | None = None,
+) -> Sshd:
+    """Start sshd; ``extra_config`` lines are appended (for MaxStartups the last value counts).
+    ``prefix`` runs before sshd (it must exec it, e.g. into a mount namespace), and
+    ``session_env`` is set in every session (sshd's SetEnv) besides PATH."""
     workdir.mkdir(parents=True, exist_ok=True)
     host_key = keygen(workdir / "host_ed25519")
     client_key = keygen(workdir / "client_ed25519")
@@ -136,7 +144,8 @@ def start_sshd(workdir: Path, sshd: str, extra_config: str = "", setenv: dict[st
     last_error = ""
     for _ in range(3):  # the free port can be taken between our probe and sshd's bind
         port = free_port()
-        server = _launch(workdir, sshd, host_key, client_key, authorized, user, port, extra_config, setenv or {})
+        server = _launch(workdir, sshd, host_key, client_key, authorized, user, port, extra_config,
+                         list(prefix), session_env or {})
         error = _wait_ready(server)
         if not error:
             return server
@@ -164,12 +173,19 @@ def shlex_quote(value: str) -> str:
 
 
 def _launch(
-    workdir: Path, sshd: str, host_key: Path, client_key: Path, authorized: Path, user: str, port: int, extra: str = "",
-    setenv: dict[str, str] | None = None,
+    workdir: Path,
+    sshd: str,
+    host_key: Path,
+    client_key: Path,
+    authorized: Path,
+    user: str,
+    port: int,
+    extra: str = "",
+    prefix: list[str] | None = None,
+    session_env: dict[str, str] | None = None,
 ) -> Sshd:
     config = workdir / "sshd_config"
     bin_dir = _fake_bin(workdir)
-    more_env = "".join(f" {name}={value}" for name, value in (setenv or {}).items())
     config.write_text(
         f"""\
 Port {port}
@@ -187,7 +203,7 @@ AllowTcpForwarding yes
 MaxSessions 10
 MaxStartups 50:30:100
 LogLevel VERBOSE
-SetEnv PATH={bin_dir}:{SESSION_PATH}{more_env}
+SetEnv PATH={bin_dir}:{SESSION_PATH}{"".join(f" {k}={v}" for k, v in (session_env or {}).items())}
 {extra}
 """
     )
@@ -205,7 +221,7 @@ SetEnv PATH={bin_dir}:{SESSION_PATH}{more_env}
     log_path = workdir / f"sshd-{port}.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [sshd, "-D", "-e", "-f", str(config)],
+            [*(prefix or []), sshd, "-D", "-e", "-f", str(config)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -171,7 +171,7 @@ def private_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tu
         pytest.skip("OpenSSH sshd is not installed")
     home = tmp_path / "home"
     home.mkdir()
-    server = start_sshd(tmp_path / "sshd", exe, setenv={"HOME": str(home)})  # type: ignore[call-arg]
+    server = start_sshd(tmp_path / "sshd", exe, session_env={"HOME": str(home)})
     try:
         yield healthy_host(server, tmp_path, monkeypatch), home
     finally:

@@ -59,7 +59,7 @@ def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Host]:
         pytest.skip("OpenSSH sshd is not installed (apt-get install openssh-server; .ci/run does it)")
     home = tmp_path / "home"
     home.mkdir()
-    server = start_sshd(tmp_path / "sshd", exe, setenv={"HOME": str(home)})
+    server = start_sshd(tmp_path / "sshd", exe, session_env={"HOME": str(home)})
     try:
         server.fake_env()
         monkeypatch.chdir(tmp_path)

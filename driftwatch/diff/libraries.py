@@ -146,13 +146,14 @@ def _rebuilt(label: str, name: str, old: Facts, new: Facts, path: str, magnitude
 
 def display_version(entry: Facts) -> str:
     """The most precise version known: a full one in the file name (libnccl.so.2.28.9),
-    else the one owning distribution's, else the file name's major, else ``?``."""
+    else the owning distributions' (``2.28.9 or 2.30.7`` when two claim the file), else
+    the file name's major, else ``?``."""
     version = entry.get("version")
-    owners = as_dict(entry.get("owners"))
+    owners = sorted({str(v) for v in as_dict(entry.get("owners")).values()})
     if isinstance(version, str) and version.count(".") >= 1:
         return version
-    if len(set(owners.values())) == 1:
-        return str(next(iter(owners.values())))
+    if owners:
+        return " or ".join(owners)
     return str(version) if version else "?"
 
 

@@ -132,6 +132,10 @@ def test_two_wheels_one_file_is_the_first_cause() -> None:
         "nvidia/nccl/lib/libnccl.so.2 is installed by nvidia-nccl-cu12 2.30.7 and nvidia-nccl-cu13 2.28.9; "
         "the copy on disk is nvidia-nccl-cu13's: code that loads nvidia-nccl-cu12's copy gets nvidia-nccl-cu13 2.28.9")
     assert (changes[0].category, changes[0].severity) == ("nccl", Severity.high)
+    # The wheel's library under the same path: another build, and two claims on its version.
+    rebuilt = next(c for c in changes if c.item == WHEEL)
+    assert rebuilt.explanation.startswith("nvidia/nccl/lib/libnccl.so.2 (in python3): 2.28.9 → 2.28.9 or 2.30.7, "
+                                          "different build (build-id a7f4c0de… → c0db1e55…")
 
 
 def test_modified_sources_are_one_change_per_distribution() -> None:
