@@ -20,11 +20,6 @@ bind-mounted files (tests/mountns.py), as a container's /proc is.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,18 +30,13 @@ from driftwatch.cli import main
 from driftwatch.diff import fmt
 from tests.elfs import build_library
 from tests.mountns import bind_prefix, need_bind_mounts
+from tests.probes.test_processes import Servers
 from tests.sshd import Sshd, find_sshd, start_sshd
-from tests.venvs import build_wheel, make_gpu_venv, pip_install, sglang_checkout
+from tests.venvs import build_wheel, make_gpu_venv, pip_install, site_packages
 
 NCCL = "nvidia/nccl/lib/libnccl.so.2"
 BUILD_PIP = "a7f4c0de" + "01" * 16
 BUILD_OS = "c0db1e55" + "02" * 16
-SERVER = """\
-import ctypes, os, time
-ctypes.CDLL(os.environ["DW_LOAD"])
-while True:
-    time.sleep(1)
-"""
 
 
 def config(folder: Path, sshd: Sshd, watch: str) -> None:
@@ -69,40 +59,15 @@ def snapshot_and_diff(capsys: pytest.CaptureFixture[str], change: Any) -> tuple[
     return changes, first_line
 
 
-class Server:
-    """A stand-in SGLang server in the venv that maps one library, as torch maps libnccl."""
-
-    def __init__(self, python: Path, model: str) -> None:
-        self.python, self.model = python, model
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self, library: Path) -> None:
-        self.stop()
-        argv = [str(self.python), "-m", "sglang.launch_server", "--model-path", self.model]
-        self.proc = subprocess.Popen(argv, env={**os.environ, "DW_LOAD": str(library)}, start_new_session=True)
-        deadline = time.monotonic() + 20
-        while str(library) not in Path(f"/proc/{self.proc.pid}/maps").read_text():
-            assert self.proc.poll() is None and time.monotonic() < deadline, "the stand-in server did not start"
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-            self.proc = None
-
-
 @pytest.fixture
-def gpu_host(sshd: Sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, Server]]:
+def gpu_host(sshd: Sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, Servers]]:
     sshd.fake_env()
     python = make_gpu_venv(tmp_path / "venv")
-    (sglang_checkout(tmp_path / "venv") / "python" / "sglang" / "launch_server.py").write_text(SERVER)
-    model = f"/models/dw-{uuid.uuid4().hex[:10]}"  # no other process on this machine matches
-    config(tmp_path, sshd, f'python = ["{python}"]\nprocesses = ["sglang.launch_server --model-path {model}"]\n')
+    servers = Servers(tmp_path / "servers")  # stand-in SGLang servers that map what STANDIN_LOAD names
+    config(tmp_path, sshd, f'python = ["{python}"]\nprocesses = ["{servers.pattern}"]\n')
     monkeypatch.chdir(tmp_path)
-    server = Server(python, model)
-    yield python, server
-    server.stop()
+    yield python, servers
+    servers.stop()
 
 
 def size(path: Path) -> str:
@@ -115,16 +80,17 @@ def nccl_wheel(folder: Path, name: str, version: str, build_id: str, pad: int) -
 
 
 def test_same_version_different_build_mapped_by_the_server(
-    gpu_host: tuple[Path, Server], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    gpu_host: tuple[Path, Servers], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    python, server = gpu_host
+    python, servers = gpu_host
     pip_install(python, nccl_wheel(tmp_path / "w", "nvidia-nccl-cu12", "2.28.9", BUILD_PIP, 200_000), force=True)
-    site_lib = next((python.parent.parent / "lib").glob("python3*/site-packages")) / NCCL
-    server.start(site_lib)
+    site_lib = site_packages(tmp_path / "venv") / NCCL
+    servers.start(env={"STANDIN_LOAD": str(site_lib)})
 
     def rebuild() -> None:  # the same version, another build, and the server restarted on it
         pip_install(python, nccl_wheel(tmp_path / "w", "nvidia-nccl-cu12", "2.28.9", BUILD_OS, 80_000), force=True)
-        server.start(site_lib)
+        servers.stop()
+        servers.start(env={"STANDIN_LOAD": str(site_lib)})
 
     changes, first_line = snapshot_and_diff(capsys, rebuild)
     top = changes[0]
@@ -136,7 +102,7 @@ def test_same_version_different_build_mapped_by_the_server(
     assert "libnccl.so.2" in first_line and "different build" in first_line
 
 
-def test_two_wheels_one_file(gpu_host: tuple[Path, Server], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_two_wheels_one_file(gpu_host: tuple[Path, Servers], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     python, _ = gpu_host
     pip_install(python, nccl_wheel(tmp_path / "w", "nvidia-nccl-cu12", "2.30.7", BUILD_PIP, 0), force=True)
     cu13 = nccl_wheel(tmp_path / "w", "nvidia-nccl-cu13", "2.28.9", BUILD_OS, 4096)
