@@ -20,6 +20,7 @@ from driftwatch.probes.driver import (
     parse_userspace,
 )
 from driftwatch.transport.local import LocalTransport
+from tests.sshd import find_sshd, start_sshd
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "driver"
 
@@ -141,3 +142,27 @@ def test_this_machine_has_no_driver_and_says_so() -> None:
         pytest.skip("this machine has an NVIDIA driver loaded")
     assert facts["kernel_module"] is None  # looked: no module loaded
     assert facts["cmdline"]["text"] == Path("/proc/cmdline").read_text().strip()
+
+
+def test_over_ssh_broken_tools_are_errors_and_the_other_layers_still_facts(tmp_path: Path) -> None:
+    exe = find_sshd() or pytest.skip("OpenSSH sshd is not installed")
+    server = start_sshd(tmp_path / "sshd", exe)  # its own session PATH, so the broken tools stay here
+    tools = server.workdir / "bin"
+    (tools / "nvidia-ctk").write_text(
+        "#!/bin/sh\necho 'nvidia-ctk: error while loading shared libraries: libnvidia-container.so.1: "
+        "cannot open shared object file: No such file or directory' >&2\nexit 127\n")
+    (tools / "nv-fabricmanager").write_text("#!/bin/sh\nsleep 30\n")  # hangs, as on a wedged driver
+    for tool in ("nvidia-ctk", "nv-fabricmanager"):
+        (tools / tool).chmod(0o755)
+    try:
+        with server.transport() as transport:
+            record = run_probe(DriverProbe(), ProbeContext(transport=transport, timeout=4))
+    finally:
+        server.stop()
+    assert record.status is ProbeStatus.ok, record.error
+    facts = record.facts
+    assert facts["container_toolkit"]["error"].startswith("exit 127: nvidia-ctk: error while loading shared libraries")
+    assert facts["fabric_manager"]["version"] is None and facts["fabric_manager"]["error"] == "timed out"
+    assert facts["cmdline"]["text"] == Path("/proc/cmdline").read_text().strip()
+    if not Path("/proc/driver/nvidia/version").exists() and not Path("/sys/module/nvidia").exists():
+        assert facts["kernel_module"] is None
