@@ -6,12 +6,18 @@ in one run so machine noise hits both alike:
   ssh true      the OpenSSH client running `true` (connection + session, the floor)
   snapshot      `driftwatch snapshot testhost` as a fresh process: interpreter start,
                 imports, connect, all probes (H200 capture replayed, a GPU venv, 50 files,
-                three compile caches of 10,000 entries each and a model directory), with
-                the previous snapshot in the store, as from cron
+                a running server that maps 20 real ELF libraries, three compile caches of
+                10,000 entries each and a model directory), with the previous snapshot in
+                the store, as from cron
   no stack      the same without the caches, nccl_conf and models probes
   cold stack    the snapshot with an empty store: every cache walked, every model file read
   slow probes   the same with two probes slowed by 2 s each (nvidia-smi sleeps 2 s; the
                 venv's python sleeps 2 s before starting): concurrency means ~2 s, not ~4 s
+  -<probe>      the snapshot without one of the probes in FACT_AREAS: the difference to
+                `snapshot` is what that fact area costs
+
+After the runs, the libraries probe's counts of the first and the last snapshot show that
+an unchanged host is not read again.
 
 Run:  python bench/bench_snapshot.py [--repeat N] [--cache-entries N]
 Prints medians in seconds and the ratios against `ssh true`, then what the caches,
@@ -26,6 +32,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -37,8 +44,45 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _loopback import precompile  # noqa: E402
+from tests.elfs import build_library  # noqa: E402
 from tests.sshd import Sshd, find_sshd, start_sshd  # noqa: E402
 from tests.venvs import make_gpu_venv  # noqa: E402
+
+# Probes whose cost is measured by leaving them out (issue 12's library and driver facts;
+# the stack probes are measured alone below, and together as "no stack").
+FACT_AREAS = ["libraries", "driver"]
+MAPPED_LIBRARIES = 20
+# `python -c WITHOUT a,b snapshot HOST`: the CLI with those probes removed from the registry.
+WITHOUT = (
+    "import sys; from driftwatch.probes import registry; "
+    "[registry.DEFAULT_PROBES.pop(n) for n in sys.argv.pop(1).split(',')]; "
+    "from driftwatch.cli import run; run()"
+)
+SERVER = """\
+import ctypes, os, sys, time
+for lib in sys.argv[3].split(os.pathsep):  # argv: --model-path MODEL LIBS READY
+    ctypes.CDLL(lib)
+open(sys.argv[4], "w").close()
+time.sleep(3600)
+"""
+
+
+def start_server(work: Path, python: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """A stand-in inference server (the venv's python, `-m sglang.launch_server`-like argv)
+    that maps MAPPED_LIBRARIES real ELF libraries; returns it and its [watch] pattern."""
+    libs = [build_library(work / "libs" / f"libbench{i}.so.1.{i}", f"{i:08x}" * 5, soname=f"libbench{i}.so.1")
+            for i in range(MAPPED_LIBRARIES)]
+    (work / "server.py").write_text(SERVER)
+    ready = work / "server.ready"
+    model = f"/models/bench-{os.getpid()}"
+    argv = [str(python), str(work / "server.py"), "--model-path", model, os.pathsep.join(map(str, libs)), str(ready)]
+    proc = subprocess.Popen(argv, start_new_session=True)
+    deadline = time.monotonic() + 30
+    while not ready.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit("the stand-in server did not start")
+        time.sleep(0.05)
+    return proc, f"server.py --model-path {model}"
 
 
 def timed(argv: list[str], cwd: Path) -> float:
@@ -136,7 +180,7 @@ def stack_costs(watch_lines: str, repeat: int) -> list[tuple[str, float, float, 
     return rows
 
 
-def setup(work: Path, cache_entries: int) -> tuple[dict[str, Path], Sshd, list[str]]:
+def setup(work: Path, cache_entries: int) -> tuple[dict[str, Path], Sshd, list[str], subprocess.Popen[bytes]]:
     server = start_sshd(work / "sshd", find_sshd() or sys.exit("sshd not installed"))
     server.fake_env()
     python = make_gpu_venv(work / "venv")
@@ -148,16 +192,17 @@ def setup(work: Path, cache_entries: int) -> tuple[dict[str, Path], Sshd, list[s
     for i in range(50):
         (src / f"module_{i}.py").write_text(f"x = {i}\n" * 200)
     stack = stack_fixture(work, cache_entries)
+    proc, pattern = start_server(work, python)
     common = f'ssh_config = "{server.ssh_config_path}"\nknown_hosts = "{server.known_hosts_path}"\n'
     folders = {"snapshot": (python, stack), "no stack": (python, NO_STACK), "cold stack": (python, stack),
-               "slow probes": (slow_python, stack)}
+               "slow probes": (slow_python, stack), **{f"-{area}": (python, stack) for area in FACT_AREAS}}
     for case, (interp, extra) in folders.items():
         folder = work / case.replace(" ", "-")
         folder.mkdir()
         (folder / "driftwatch.toml").write_text(
-            f'{common}[watch]\npython = ["{interp}"]\nfiles = ["{src}/*.py"]\n{extra}')
+            f'{common}[watch]\npython = ["{interp}"]\nfiles = ["{src}/*.py"]\nprocesses = ["{pattern}"]\n{extra}')
     ssh_true = ["ssh", "-F", server.ssh_config_path, "testhost", "true"]
-    return {case: work / case.replace(" ", "-") for case in folders}, server, ssh_true
+    return {case: work / case.replace(" ", "-") for case in folders}, server, ssh_true, proc
 
 
 def main() -> None:
@@ -168,15 +213,20 @@ def main() -> None:
     precompile()
     snapshot = [sys.executable, "-m", "driftwatch", "snapshot", "testhost"]
     with tempfile.TemporaryDirectory() as tmp:
-        folders, server, ssh_true = setup(Path(tmp), args.cache_entries)
+        folders, server, ssh_true, proc = setup(Path(tmp), args.cache_entries)
         costs = stack_costs(stack_fixture(Path(tmp) / "alone", args.cache_entries), args.repeat)
         runs: dict[str, list[float]] = {"ssh true": [], **{case: [] for case in folders}}
         probes: dict[str, dict[str, list[float]]] = {"snapshot": {}, "cold stack": {}}
         try:
             measure(args.repeat, runs, probes, folders, server.workdir, ssh_true, snapshot)
+            counts = library_counts(folders["snapshot"])
         finally:
             server.stop()  # never leave a listening sshd behind
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     report(runs, probes, args.repeat)
+    print(f"\nlibraries probe, first snapshot: {counts[0]}")
+    print(f"libraries probe, last snapshot:  {counts[-1]}")
     print(f"\n{'stack probe alone':<18} {'cold s':>7} {'cold CPU s':>11} {'warm s':>7} {'warm CPU s':>11}")
     for name, cold_wall, cold_cpu, warm_wall, warm_cpu in costs:
         print(f"{name:<18} {cold_wall:>7.3f} {cold_cpu:>11.3f} {warm_wall:>7.3f} {warm_cpu:>11.3f}")
@@ -198,6 +248,9 @@ def measure(
             runs[case].append(timed(snapshot, folders[case]))
             if case in probes:
                 _probe_times(folders[case], probes[case])
+        for area in FACT_AREAS:
+            without = [sys.executable, "-c", WITHOUT, area, *snapshot[3:]]
+            runs[f"-{area}"].append(timed(without, folders[f"-{area}"]))
         _reset_env(sshd_dir, delay=2)
         runs["slow probes"].append(timed(snapshot, folders["slow probes"]))
 
@@ -215,12 +268,24 @@ def _probe_times(folder: Path, into: dict[str, list[float]]) -> None:
             into.setdefault(f"{name} counts", []).append(counts)  # type: ignore[arg-type]
 
 
+def library_counts(folder: Path) -> list[dict[str, int]]:
+    """The libraries probe's read/reuse counts of each stored snapshot, oldest first."""
+    stored = sorted((folder / "snapshots").rglob("*.json"))
+    counts = []
+    for path in stored:
+        probe = json.loads(path.read_text())["probes"].get("libraries") or {}
+        counts.append((probe.get("facts") or {}).get("volatile") or {"status": probe.get("status")})
+    return counts
+
+
 def report(runs: dict[str, list[float]], probes: dict[str, dict[str, list[float]]], repeat: int) -> None:
     base = statistics.median(runs["ssh true"])
+    full = statistics.median(runs["snapshot"])
     print(f"{'case':<12} {'median s':>9} {'× ssh true':>11}   (n={repeat}, {os.cpu_count()} cores)")
     for name, values in runs.items():
         median = statistics.median(values)
-        print(f"{name:<12} {median:>9.3f} {median / base:>10.2f}×")
+        cost = f"   the {name[1:]} probe costs {full - median:+.3f} s" if name.startswith("-") else ""
+        print(f"{name:<12} {median:>9.3f} {median / base:>10.2f}×{cost}")
     print(f"\n{'probe duration_s (median)':<28} {'snapshot':>9} {'cold stack':>11}")
     for name in ("(whole snapshot)", "processes", *STACK_PROBES):
         warm, cold = (statistics.median(probes[case].get(name) or [float("nan")]) for case in ("snapshot", "cold stack"))
