@@ -80,6 +80,9 @@ def _platform(snapshot: Snapshot) -> Section:
     section = Section("Driver and CUDA")
     if gpu:
         section.rows.append(["NVIDIA driver", f"{gpu.get('driver_version')} (supports CUDA {gpu.get('cuda_version')})"])
+    layers = driver_layers(_facts(snapshot, "driver"))
+    if layers:
+        section.rows.append(["driver layers", layers])
     toolkit = as_dict(cuda.get("toolkit"))
     if toolkit.get("nvcc") or toolkit.get("cuda_link"):
         link = f" (/usr/local/cuda → {toolkit['cuda_link']})" if toolkit.get("cuda_link") else ""
@@ -90,6 +93,25 @@ def _platform(snapshot: Snapshot) -> Section:
     if system:
         section.rows.append(["OS", f"{system.get('os_release')}, kernel {system.get('kernel')}"])
     return section
+
+
+def driver_layers(driver: dict[str, Any]) -> str:
+    """``kernel module 570.86.15 (open), userspace 570.133.20: out of step; fabric manager …``
+    (read without nvidia-smi: shown also when nvidia-smi failed)."""
+    if not driver:
+        return ""
+    module, user = as_dict(driver.get("kernel_module")), as_dict(driver.get("userspace"))
+    parts = [f"kernel module {module.get('version')} ({module.get('flavor') or '?'})" if module
+             else "no kernel module loaded"]
+    parts.append(f"userspace {user.get('version')}" if user.get("version") else "no userspace libraries")
+    text = ", ".join(parts)
+    if module.get("version") and user.get("version") and module["version"] != user["version"]:
+        text += ": out of step"
+    fm = as_dict(driver.get("fabric_manager"))
+    if fm:
+        state = fm.get("service") or ("running" if fm.get("running") else "not running")
+        text += f"; fabric manager {fm.get('version') or fm.get('error') or '?'} ({state})"
+    return text
 
 
 def _python(snapshot: Snapshot, focus: list[str]) -> Section:

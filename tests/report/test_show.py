@@ -64,3 +64,16 @@ def test_host_text_cannot_move_the_cursor() -> None:
     dists(facts)["sglang"]["version"] = "0.5.6\x1b]0;pwned\x07\n[bold]x[/bold]"
     text = rendered(**facts)
     assert "\x1b" not in text and "\\x1b]0;pwned\\x07" in text and "[bold]x[/bold]" in text
+
+
+def test_driver_layers_are_shown_even_when_nvidia_smi_failed() -> None:
+    from driftwatch.model import ProbeStatus
+    from tests.diff.builders import failed
+
+    driver = {"kernel_module": {"version": "580.173.02", "flavor": "proprietary"},
+              "userspace": {"version": "580.178.04", "libraries": {}},
+              "fabric_manager": {"version": "580.173.02", "service": "failed", "running": False}}
+    text = rendered(gpu=failed(ProbeStatus.error, "Failed to initialize NVML: Driver/library version mismatch"),
+                    driver=driver)
+    assert ("driver layers  kernel module 580.173.02 (proprietary), userspace 580.178.04: out of step; "
+            "fabric manager 580.173.02 (failed)") in text
