@@ -36,6 +36,9 @@ from driftwatch.transport import CommandResult
 WHEEL_GLOBS = ["nvidia/*/lib/*.so*"]
 SYSTEM_GLOBS = ["libnccl.so*"]
 MAX_LIBRARIES = 4096
+# Native libraries of focus distributions are hashed up to this size (libtorch_cuda.so
+# passes 1 GiB); the time budget bounds a snapshot's hashing whatever the sizes.
+MAX_HASH_BYTES = 4 << 30
 CHANGED = "changed while being read"  # must match CHANGED in scripts/libraries_collect.py
 DELETED = " (deleted)"
 # libnccl.so.2.28.9 → (libnccl.so, 2.28.9); _C.abi3.so → (_C.abi3.so, None)
@@ -199,7 +202,7 @@ class LibrariesProbe:
             "system_globs": SYSTEM_GLOBS,
             "focus": ctx.watch.focus,
             "max_files": MAX_LIBRARIES,
-            "max_hash_bytes": ctx.watch.max_hash_bytes,
+            "max_hash_bytes": MAX_HASH_BYTES,
             # Hashing stops here and resumes next snapshot (what was verified is cached),
             # so a first snapshot of a host with GBs of focus libraries ends in time.
             "budget_s": max(1.0, ctx.timeout * 0.4),

@@ -22,7 +22,7 @@ import pytest
 from driftwatch.collect import run_probe
 from driftwatch.model import ProbeStatus
 from driftwatch.probes.base import ProbeContext, load_script
-from driftwatch.probes.libraries import LibrariesProbe
+from driftwatch.probes.libraries import MAX_HASH_BYTES, LibrariesProbe
 from driftwatch.settings import WatchSettings
 from driftwatch.transport.local import LocalTransport
 from tests.elfs import build_library
@@ -167,6 +167,18 @@ def test_a_400_mb_library_is_hashed_once_then_cached(tmp_path: Path) -> None:
     assert report["modified"] == {} and report["missing"] == {} and "nvidia-nccl-cu12" in report["distributions"]
     second = collect([str(python)], [], previous=first)
     assert second["volatile"]["bytes_hashed"] == 0 and second["volatile"]["libraries_read"] == 0
+
+
+def test_a_library_over_the_hash_bound_is_unchecked_never_read(tmp_path: Path) -> None:
+    python = make_gpu_venv(tmp_path / "venv")
+    lib = site_packages(tmp_path / "venv") / "nvidia" / "nccl" / "lib" / "libnccl.so.2"
+    build_library(lib, BUILD_A, soname="libnccl.so.2")
+    with open(lib, "r+b") as handle:
+        handle.truncate(MAX_HASH_BYTES + 1)  # sparse: costs no disk
+    facts = collect([str(python)], [])
+    assert facts["files"][str(lib)]["build_id"] == BUILD_A
+    assert facts["volatile"]["files_unchecked"] == 1 and facts["volatile"]["bytes_hashed"] < 1 << 20
+    assert str(lib) not in facts["integrity"][str(python)]["modified"]
 
 
 def test_a_library_replaced_while_being_hashed_is_recorded_so(tmp_path: Path) -> None:
