@@ -22,6 +22,7 @@ from driftwatch.fleet.facts import (
     walk,
 )
 from driftwatch.fleet.gpus import gpu_facts
+from driftwatch.fleet.libraries import LIBRARY_AREAS
 from driftwatch.fleet.runtime import RUNTIME_AREAS
 from driftwatch.fleet.stack import STACK_AREAS
 
@@ -135,4 +136,5 @@ AREAS: dict[str, Area] = {
     "python": python_facts,
     **RUNTIME_AREAS,
     **STACK_AREAS,
+    **LIBRARY_AREAS,
 }
