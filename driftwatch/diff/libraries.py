@@ -9,6 +9,7 @@ the distributions' own files against their RECORD are in ``diff/integrity.py``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from driftwatch.diff import fmt
@@ -44,14 +45,16 @@ def diff_libraries(old: Facts, new: Facts, ctx: DiffContext) -> list[Change]:
 
 def _server(server: str, old: Facts, new: Facts, old_files: Facts, new_files: Facts) -> list[Change]:
     changes: list[Change] = []
+    rebuilt: list[Rebuilt] = []
     for name in sorted(old.keys() & new.keys()):
         o, n = list(old[name] or []), list(new[name] or [])
         if o != n:
             changes.append(_now_maps(server, name, o, n, old_files, new_files))
         elif len(n) == 1:
-            change = _rebuilt(f"{name} (mapped by the server {server})", name, as_dict(old_files.get(n[0])),
-                              as_dict(new_files.get(n[0])), n[0], 3.0)
-            changes += [change] if change else []
+            before, after = as_dict(old_files.get(n[0])), as_dict(new_files.get(n[0]))
+            change = _rebuilt(f"{name} (mapped by the server {server})", name, before, after, n[0], 3.0)
+            rebuilt += [Rebuilt(n[0], name, before, after, change)] if change else []
+    changes += grouped(rebuilt, f"mapped by the server {server}", 3.0)
     came, gone = sorted(new.keys() - old.keys()), sorted(old.keys() - new.keys())
     if came or gone:
         parts = ([f"now also maps {fmt.listing(came)}"] if came else []) + (
@@ -94,11 +97,13 @@ def _installed(old: Facts, new: Facts, old_files: Facts, new_files: Facts, mappe
     the same path, and paths that came or went. A library a server maps is judged above."""
     changes: list[Change] = []
     for where, o_paths, n_paths in _installed_lists(old, new):
+        rebuilt: list[Rebuilt] = []
         for path in sorted(set(o_paths) & set(n_paths) - mapped):
-            entry = as_dict(new_files.get(path))
-            label = f"{fmt.value(short_path(path))} ({where})"
-            change = _rebuilt(label, str(entry.get("name") or path), as_dict(old_files.get(path)), entry, path, 2.5)
-            changes += [change] if change else []
+            before, after = as_dict(old_files.get(path)), as_dict(new_files.get(path))
+            name = str(after.get("name") or path)
+            change = _rebuilt(f"{fmt.value(short_path(path))} ({where})", name, before, after, path, 2.5)
+            rebuilt += [Rebuilt(path, name, before, after, change)] if change else []
+        changes += grouped(rebuilt, where, 2.5)
         came, gone = sorted(set(n_paths) - set(o_paths)), sorted(set(o_paths) - set(n_paths))
         if came or gone:
             parts = ([f"added {fmt.listing([short_path(p) for p in came])}"] if came else []) + (
@@ -120,6 +125,40 @@ def _installed_lists(old: Facts, new: Facts) -> list[tuple[str, list[str], list[
 
 
 # ---- one library's build ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rebuilt:
+    path: str
+    name: str
+    old: Facts
+    new: Facts
+    change: Change
+
+
+def grouped(rebuilt: list[Rebuilt], where: str, magnitude: float) -> list[Change]:
+    """One line per distribution (or, for files no RECORD lists, per directory) whose
+    libraries changed build together: an upgrade of torch rebuilds forty of them at once.
+    A library alone in its group keeps its own line, with its evidence."""
+    groups: dict[str, list[Rebuilt]] = {}
+    for item in rebuilt:
+        owner = " and ".join(sorted(as_dict(item.new.get("owners")))) or item.path.rsplit("/", 1)[0]
+        groups.setdefault(owner, []).append(item)
+    changes = []
+    for owner, items in groups.items():
+        if len(items) == 1:
+            changes.append(items[0].change)
+            continue
+        names = fmt.listing([item.name for item in items])
+        if as_dict(items[0].new.get("owners")):
+            was, now = display_version(items[0].old), display_version(items[0].new)
+            versions = f"same version {now}" if was == now else f"{was} → {now}"
+            text = f"{len(items)} libraries of {owner} {where}: {versions}, different builds ({names})"
+        else:
+            text = f"{len(items)} libraries in {owner} {where}: different builds ({names})"
+        changes.append(Change(items[0].change.category, f"{owner} libraries ({where})", None,
+                              [item.name for item in items], Severity.high, text, magnitude=magnitude))
+    return changes
 
 
 def _rebuilt(label: str, name: str, old: Facts, new: Facts, path: str, magnitude: float) -> Change | None:

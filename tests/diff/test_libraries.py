@@ -169,3 +169,16 @@ def test_unknown_servers_or_interpreters_are_not_compared() -> None:
     changes = diff(libraries(), new).changes
     assert [(c.severity, c.explanation) for c in changes] == [
         (Severity.low, "the libraries the servers map could not be read: process walk: timed out after 10s")]
+
+
+def test_an_upgrade_that_rebuilds_many_libraries_of_one_distribution_is_one_line() -> None:
+    old, new = libraries(), libraries()
+    for facts, build, version in ((old, A, "2.8.0+cu128"), (new, B, "2.9.0+cu128")):
+        for lib in ("libtorch_cuda.so", "libc10.so", "libtorch.so", "libtorch_cpu.so"):
+            path = f"{SITE}/torch/lib/{lib}"
+            facts["files"][path] = entry(build, 1000, lib, None, torch=version)
+            facts["servers"][SERVER][lib] = [path]
+    changes = diff(old, new).changes
+    assert [c.explanation for c in changes] == [
+        f"4 libraries of torch mapped by the server {SERVER}: 2.8.0+cu128 → 2.9.0+cu128, different builds "
+        "(libc10.so, libtorch.so, libtorch_cpu.so and 1 more)"]
