@@ -256,6 +256,28 @@ def test_no_process_patterns_means_no_servers_and_no_error(tmp_path: Path) -> No
     assert facts["servers"] == {} and facts["servers_error"] is None
 
 
+def run_collector(request: dict[str, Any], python: str = sys.executable) -> dict[str, Any]:
+    code = load_script("elf_identity.py") + "\n\n" + load_script("libraries_collect.py")
+    run = subprocess.run([python, "-I", "-S", "-c", code], input=json.dumps(request).encode(),
+                         capture_output=True, check=True, timeout=30)
+    result: dict[str, Any] = json.loads(run.stdout)
+    return result
+
+
+def test_a_fifo_where_a_record_or_library_should_be_never_blocks(tmp_path: Path) -> None:
+    make_gpu_venv(tmp_path / "venv")
+    site = site_packages(tmp_path / "venv")
+    record = next(site.glob("torch-*.dist-info")) / "RECORD"
+    record.unlink()
+    os.mkfifo(record)  # a plain open() would wait for a writer forever
+    os.mkfifo(tmp_path / "libnccl.so.2")
+    report = run_collector({"interpreters": {"p": {"sys_path": [str(site)]}}, "focus": ["torch", "sgl-kernel"],
+                            "system_dirs": [str(tmp_path)], "system_globs": ["libnccl.so*"]})
+    assert report["system"] == []  # not a regular file: not a library
+    assert report["integrity"]["p"]["distributions"] == {"sgl-kernel": "0.3.16.post4", "torch": "2.8.0+cu128"}
+    assert report["integrity"]["p"]["modified"] == {}  # torch's RECORD is unreadable: nothing to compare
+
+
 def oldest_pythons() -> list[str]:
     """Python 3.6 and 3.7 interpreters on this machine (PATH or pyenv): the collector must
     run on any python3 >= 3.6 a GPU host may have as its system python."""
@@ -275,14 +297,9 @@ def test_the_collector_runs_on_old_pythons(tmp_path: Path, old_python: str) -> N
     make_gpu_venv(tmp_path / "venv")
     build_library(tmp_path / "sys" / "libnccl.so.2.28.9", BUILD_A, soname="libnccl.so.2")
     (site_packages(tmp_path / "venv") / "torch" / "version.py").write_text("edited\n")
-    code = load_script("elf_identity.py") + "\n\n" + load_script("libraries_collect.py")
     request = {"interpreters": {"p": {"sys_path": [str(site_packages(tmp_path / "venv"))]}}, "focus": ["torch"],
                "system_dirs": [str(tmp_path / "sys")], "system_globs": ["libnccl.so*"], "wheel_globs": ["nvidia/*/lib/*"]}
-    outputs = []
-    for interpreter in (old_python, sys.executable):
-        run = subprocess.run([interpreter, "-I", "-S", "-c", code], input=json.dumps(request).encode(),
-                             capture_output=True, check=True)
-        outputs.append(json.loads(run.stdout))
+    outputs = [run_collector(request, interpreter) for interpreter in (old_python, sys.executable)]
     assert outputs[0] == outputs[1]
     assert outputs[0]["files"][str(tmp_path / "sys" / "libnccl.so.2.28.9")]["build_id"] == BUILD_A
     assert list(outputs[0]["integrity"]["p"]["modified"]) == [str(site_packages(tmp_path / "venv") / "torch" / "version.py")]

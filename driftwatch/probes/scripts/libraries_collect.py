@@ -61,6 +61,12 @@ def normalize(name):
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def open_regular(path):
+    """Open for reading without ever blocking: a FIFO swapped in after the stat would
+    otherwise wait for a writer (O_NONBLOCK changes nothing for a regular file)."""
+    return os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb")
+
+
 def fingerprint(value):
     return hashlib.blake2b(json.dumps(value).encode(), digest_size=8).hexdigest()
 
@@ -106,7 +112,7 @@ def identify(run, key, open_path):
         return entry
     run.counts["read"] += 1
     try:
-        with open(open_path, "rb") as handle:
+        with open_regular(open_path) as handle:
             if stat_key(os.fstat(handle.fileno())) != stat_key(st):
                 raise Changed()
             entry.update(elf_identity(handle))
@@ -218,9 +224,11 @@ class Site:
 
 
 def read_record(path):
-    """The text of a RECORD file, or None when unreadable or past the size bound."""
+    """The text of a RECORD file, or None when unreadable, not a file or past the size bound."""
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return None
             data = handle.read(MAX_RECORD + 1)
     except OSError:
         return None
@@ -309,7 +317,7 @@ def sha256_file(run, path, st):
         return None
     digest = hashlib.sha256()
     read = 0
-    with open(path, "rb") as handle:
+    with open_regular(path) as handle:
         if stat_key(os.fstat(handle.fileno())) != stat_key(st):
             raise Changed()
         while True:
