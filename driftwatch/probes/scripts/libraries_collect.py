@@ -143,7 +143,8 @@ def server_libraries(run, server):
     for path, address in sorted((server.get("mapped") or {}).items()):
         open_path = None
         if path.endswith(DELETED):  # replaced or removed on disk: read the copy the server maps
-            open_path = "/proc/{}/map_files/{}".format(server["pid"], address)
+            start, _, end = address.partition("-")  # maps pads with zeros, map_files does not
+            open_path = "/proc/{}/map_files/{:x}-{:x}".format(server["pid"], int(start, 16), int(end or "0", 16))
         if not add_library(run, path, open_path):
             break
         keys.append(path)
