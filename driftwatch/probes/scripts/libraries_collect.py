@@ -143,12 +143,21 @@ def server_libraries(run, server):
     for path, address in sorted((server.get("mapped") or {}).items()):
         open_path = None
         if path.endswith(DELETED):  # replaced or removed on disk: read the copy the server maps
-            start, _, end = address.partition("-")  # maps pads with zeros, map_files does not
-            open_path = "/proc/{}/map_files/{:x}-{:x}".format(server["pid"], int(start, 16), int(end or "0", 16))
+            open_path = map_file(server.get("pid"), address)
         if not add_library(run, path, open_path):
             break
         keys.append(path)
     return keys
+
+
+def map_file(pid, address):
+    """/proc/PID/map_files/START-END for a maps address range (maps pads with zeros,
+    map_files does not); a path that cannot exist when the range is not one."""
+    start, _, end = str(address).partition("-")
+    try:
+        return "/proc/{}/map_files/{:x}-{:x}".format(int(pid), int(start, 16), int(end, 16))
+    except (TypeError, ValueError):
+        return "/proc/self/map_files/-"
 
 
 def wheel_libraries(run, sites):
