@@ -128,7 +128,7 @@ def read_identity(handle):
         rows = reader.table(end, "IIIIIIII", phoff, phentsize, phnum)
         segments = [(r[0], r[1], r[2], r[4], r[7]) for r in rows]
     build_id = None
-    for kind, offset, _, filesz, align in [s for s in segments if s[0] == PT_NOTE][:MAX_NOTE_TABLES]:
+    for _, offset, _, filesz, align in [s for s in segments if s[0] == PT_NOTE][:MAX_NOTE_TABLES]:
         build_id = notes_build_id(reader.at(offset, min(filesz, MAX_NOTES)), end, align)
         if build_id:
             break
