@@ -18,7 +18,7 @@ import pytest
 from driftwatch.cli import main
 from driftwatch.store import SnapshotStore
 from tests.builders import snapshot as built_snapshot
-from tests.venvs import site_packages, write_dist_info
+from tests.venvs import record_line, site_packages, write_dist_info
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nvidia-smi"
 FAKES = Path(__file__).parent / "fakes"
@@ -75,8 +75,12 @@ def upgrade_sgl_kernel(h: Host) -> None:
 
 
 def reinstall_flashinfer(h: Host) -> None:
-    record = next(site_packages(h.venv).glob("flashinfer_python-*.dist-info")) / "RECORD"
-    record.write_text(record.read_text() + "flashinfer/jit_cache.so,sha256=rebuilt,42\n")
+    # The same version from another build: it ships one more file, and RECORD lists it (with
+    # its real hash: a RECORD entry whose file is missing would be a broken install instead).
+    site = site_packages(h.venv)
+    record = next(site.glob("flashinfer_python-*.dist-info")) / "RECORD"
+    (site / "flashinfer" / "jit_cache.so").write_bytes(b"\x7fELF rebuilt\n")
+    record.write_text(record.read_text() + record_line(site, "flashinfer/jit_cache.so") + "\n")
 
 
 def edit_and_revert(h: Host) -> None:

@@ -104,7 +104,8 @@ def sglang_checkout(venv: Path) -> Path:
     return venv / "src" / "sglang"
 
 
-def _record_line(root: Path, rel: str) -> str:
+def record_line(root: Path, rel: str) -> str:
+    """The RECORD line pip writes for the file ``root/rel``: path, sha256, size."""
     return _record_entry(rel, (root / rel).read_bytes())
 
 
@@ -133,8 +134,8 @@ def write_dist_info(
     if direct_url is not None:
         (dist_info / "direct_url.json").write_text(json.dumps(direct_url))
         extra.append("direct_url.json")
-    lines = [_record_line(site, rel) for rel in files]
-    lines += [_record_line(site, f"{dist_info.name}/{rel}") for rel in extra]
+    lines = [record_line(site, rel) for rel in files]
+    lines += [record_line(site, f"{dist_info.name}/{rel}") for rel in extra]
     lines.append(f"{dist_info.name}/RECORD,,")
     (dist_info / "RECORD").write_text("\n".join(lines) + "\n")
     return dist_info

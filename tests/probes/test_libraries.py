@@ -5,7 +5,6 @@ wheels installed by pip.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import os
@@ -27,7 +26,7 @@ from driftwatch.settings import WatchSettings
 from driftwatch.transport.local import LocalTransport
 from tests.elfs import build_library
 from tests.probes.test_processes import Servers
-from tests.venvs import build_wheel, make_gpu_venv, pip_install, site_packages
+from tests.venvs import build_wheel, make_gpu_venv, pip_install, record_line, site_packages
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs Linux /proc")
 
@@ -67,10 +66,7 @@ def rewrite_record(venv: Path, dist_info: str, rel: str) -> None:
     """Put the file's real sha256 in RECORD, as pip would have after installing it."""
     site = site_packages(venv)
     record = site / dist_info / "RECORD"
-    data = (site / rel).read_bytes()
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-    lines = [f"{rel},sha256={digest},{len(data)}" if line.startswith(rel + ",") else line
-             for line in record.read_text().splitlines()]
+    lines = [record_line(site, rel) if line.startswith(rel + ",") else line for line in record.read_text().splitlines()]
     record.write_text("\n".join(lines) + "\n")
 
 
