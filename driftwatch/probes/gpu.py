@@ -255,7 +255,7 @@ def facts_from_blocks(blocks: dict[str, Block]) -> Facts:
     if query is None:
         raise ProbeError("nvidia-smi produced no query-gpu output")
     if query.rc != 0 and _NO_DEVICES not in query.text:
-        raise ProbeError(f"nvidia-smi --query-gpu failed: {_last_line(query.text, query.rc)}")
+        raise ProbeError(f"nvidia-smi --query-gpu failed: {_message(query.text, query.rc)}")
     fields = query.args[0].split(",") if query.args else query_fields()
     try:
         rows = parse_query_gpu_csv(query.text, fields) if query.rc == 0 else {}
@@ -282,9 +282,13 @@ def _processes(block: Block | None) -> dict[str, dict[str, Any]] | None:
     return {} if block is not None and _NO_DEVICES in block.text else None
 
 
-def _last_line(text: str, rc: int) -> str:
-    lines = [line for line in text.splitlines() if line.strip()]
-    return lines[-1].strip() if lines else f"exit {rc}"
+def _message(text: str, rc: int) -> str:
+    """What nvidia-smi said when it failed, whole (it says it in one to three lines):
+    "Failed to initialize NVML: Driver/library version mismatch / NVML library version:
+    580.178" -- the last line alone would drop the cause."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    message = " / ".join(lines) if lines else f"exit {rc}"
+    return message if len(message) <= 300 else message[:299] + "…"
 
 
 class GpuProbe:

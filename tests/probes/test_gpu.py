@@ -392,3 +392,15 @@ def test_hung_nvidia_smi_times_out_and_is_killed(fake_smi: Path, monkeypatch: py
     assert elapsed < 5
     time.sleep(0.5)
     assert _fake_processes(fake_smi.name) == []
+
+
+def test_a_failing_nvidia_smi_keeps_its_whole_message() -> None:
+    # What nvidia-smi prints after the userspace driver was upgraded under a loaded module
+    # (https://github.com/zzzhouuu/truenas-nvidia-drivers/issues/19): the cause is the first line.
+    from driftwatch.probes.gpu import Block, facts_from_blocks
+
+    lines = ["Failed to initialize NVML: Driver/library version mismatch", "NVML library version: 580.178"]
+    with pytest.raises(ProbeError) as failed:
+        facts_from_blocks({"query-gpu": Block(rc=18, args=[], lines=lines)})
+    assert str(failed.value) == ("nvidia-smi --query-gpu failed: Failed to initialize NVML: Driver/library version "
+                                 "mismatch / NVML library version: 580.178")
