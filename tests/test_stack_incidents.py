@@ -46,11 +46,14 @@ def config(folder: Path, sshd: Sshd, watch: str) -> None:
     )
 
 
-def snapshot_and_diff(capsys: pytest.CaptureFixture[str], change: Any) -> tuple[list[dict[str, Any]], str]:
-    """Snapshot, apply ``change``, snapshot again; the diff's changes and its first text line."""
+def snapshot_and_diff(
+    capsys: pytest.CaptureFixture[str], change: Any, exit_code: int = 0
+) -> tuple[list[dict[str, Any]], str]:
+    """Snapshot, apply ``change``, snapshot again (exit 3: stored, some probe failed); the
+    diff's changes and its first text line."""
     assert main(["snapshot", "testhost", "--label", "good"]) == 0
     change()
-    assert main(["snapshot", "testhost"]) == 0
+    assert main(["snapshot", "testhost"]) == exit_code
     capsys.readouterr()
     assert main(["diff", "testhost@good", "testhost@latest", "--json"]) == 2
     changes = json.loads(capsys.readouterr().out)["changes"]
@@ -135,7 +138,7 @@ def boot_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[
         server.fake_env()
         config(tmp_path, server, "python = []\nprocesses = []\n")
         monkeypatch.chdir(tmp_path)
-        yield files
+        yield {**files, "bin": server.workdir / "bin"}
     finally:
         server.stop()
 
@@ -151,14 +154,27 @@ def install_userspace(folder: Path, version: str) -> None:
 
 
 def test_driver_layers_out_of_step(boot_host: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
-    # zzzhouuu/truenas-nvidia-drivers #19: module 580.173.02 loaded, userspace upgraded to 580.178.
-    changes, first_line = snapshot_and_diff(capsys, lambda: install_userspace(boot_host["libs"], "580.178.04"))
+    # zzzhouuu/truenas-nvidia-drivers #19: module 580.173.02 loaded, userspace upgraded to 580.178;
+    # nvidia-smi then fails as it did there, and the layers must still be read.
+    def upgrade_userspace() -> None:
+        install_userspace(boot_host["libs"], "580.178.04")
+        smi = boot_host["bin"] / "nvidia-smi"
+        smi.write_text("#!/bin/sh\necho 'Failed to initialize NVML: Driver/library version mismatch'\n"
+                       "echo 'NVML library version: 580.178'\nexit 18\n")
+
+    changes, first_line = snapshot_and_diff(capsys, upgrade_userspace, exit_code=3)
     top = changes[0]
     assert top["explanation"] == (
         "userspace driver 580.178.04 while the loaded kernel module is 580.173.02: new processes will get "
         "'Failed to initialize NVML: Driver/library version mismatch' until a reboot or a reload of the kernel module")
     assert (top["category"], top["severity"]) == ("driver", "critical")
     assert "580.178.04" in first_line and "580.173.02" in first_line
+    # nvidia-smi's failure is kept whole in the snapshot and shown below its cause.
+    gpu = next(c for c in changes if c["category"] == "probe" and c["item"] == "gpu")
+    assert "gpu probe failed: nvidia-smi --query-gpu failed: Failed to initialize NVML" in gpu["explanation"]
+    newest = sorted(Path("snapshots").rglob("*.json"))[-1]
+    stored = json.loads(newest.read_text())["probes"]["gpu"]["error"]
+    assert "Failed to initialize NVML: Driver/library version mismatch / NVML library version: 580.178" in stored
 
 
 def test_kernel_command_line_changed(boot_host: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
