@@ -111,9 +111,10 @@ def test_two_wheels_one_file(gpu_host: tuple[Path, Servers], tmp_path: Path, cap
     cu13 = nccl_wheel(tmp_path / "w", "nvidia-nccl-cu13", "2.28.9", BUILD_OS, 4096)
     changes, first_line = snapshot_and_diff(capsys, lambda: pip_install(python, cu13))
     top = changes[0]
-    assert top["explanation"] == (
+    assert top["explanation"].startswith(
         "nvidia/nccl/lib/libnccl.so.2 is installed by nvidia-nccl-cu12 2.30.7 and nvidia-nccl-cu13 2.28.9; the copy "
-        "on disk is nvidia-nccl-cu13's: code that loads nvidia-nccl-cu12's copy gets nvidia-nccl-cu13 2.28.9")
+        "on disk is nvidia-nccl-cu13's: code that loads nvidia-nccl-cu12's copy gets nvidia-nccl-cu13 2.28.9"
+        " — known-bad state (observed). Fix: ")
     assert (top["category"], top["severity"]) == ("nccl", "high")
     assert "nvidia-nccl-cu13's" in first_line
 
@@ -164,9 +165,10 @@ def test_driver_layers_out_of_step(boot_host: dict[str, Path], capsys: pytest.Ca
 
     changes, first_line = snapshot_and_diff(capsys, upgrade_userspace, exit_code=3)
     top = changes[0]
-    assert top["explanation"] == (
+    assert top["explanation"].startswith(
         "userspace driver 580.178.04 while the loaded kernel module is 580.173.02: new processes will get "
-        "'Failed to initialize NVML: Driver/library version mismatch' until a reboot or a reload of the kernel module")
+        "'Failed to initialize NVML: Driver/library version mismatch' until a reboot or a reload of the kernel module"
+        " — known-bad state (observed). Fix: reboot")
     assert (top["category"], top["severity"]) == ("driver", "critical")
     assert "580.178.04" in first_line and "580.173.02" in first_line
     # nvidia-smi's failure is kept whole in the snapshot and shown below its cause.

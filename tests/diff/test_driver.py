@@ -35,13 +35,14 @@ def test_userspace_upgraded_under_the_loaded_module_is_critical_and_first() -> N
     new = driver(userspace="570.133.20")
     new["fabric_manager"]["version"] = "570.133.20"  # the upgrade took the fabric manager along
     changes = diff(driver(), new).changes
-    assert changes[0].explanation == (
+    assert changes[0].explanation.startswith(
         "userspace driver 570.133.20 while the loaded kernel module is 570.86.15: new processes will get "
-        "'Failed to initialize NVML: Driver/library version mismatch' until a reboot or a reload of the kernel module")
+        "'Failed to initialize NVML: Driver/library version mismatch' until a reboot or a reload of the kernel module"
+        " — known-bad state (observed). Fix: reboot")
     assert (changes[0].category, changes[0].severity) == ("driver", Severity.critical)
     fm = next(c for c in changes if c.item == "fabric manager")
-    assert fm.explanation == ("fabric manager 570.133.20 with driver 570.86.15: on this NVSwitch host CUDA fails "
-                              "with 'system not yet initialized'")
+    assert fm.explanation.startswith("fabric manager 570.133.20 with driver 570.86.15: on this NVSwitch host CUDA "
+                                     "fails with 'system not yet initialized' — known-bad state (observed)")
 
 
 def test_a_driver_upgrade_in_step_is_one_high_line() -> None:
@@ -68,9 +69,10 @@ def test_fabric_manager_stopped_on_an_nvswitch_host() -> None:
     new = driver()
     new["fabric_manager"].update(service="failed", running=False)
     [change] = diff(driver(), new).changes
-    assert (change.item, change.severity) == ("fabric manager service", Severity.high)
-    assert change.explanation == ("nvidia-fabricmanager is now failed (was active): NVSwitch hosts need it to "
-                                  "initialize GPUs")
+    # doctor's fabric-manager rule raises it: CUDA fails with error 802 without it.
+    assert (change.item, change.severity) == ("fabric manager service", Severity.critical)
+    assert change.explanation.startswith("nvidia-fabricmanager is now failed (was active): NVSwitch hosts need it to "
+                                         "initialize GPUs — known-bad state")
 
 
 def test_kernel_command_line_iommu_change_names_p2p() -> None:
