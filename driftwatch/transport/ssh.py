@@ -16,6 +16,7 @@ import getpass
 import hashlib
 import importlib
 import importlib.util
+import itertools
 import logging
 import os
 import random
@@ -79,8 +80,11 @@ SSH_PORT = 22
 # OpenSSH allows 10 sessions per connection (MaxSessions). Stay below it: a channel we
 # closed at our deadline keeps its server-side slot until the remote command has exited.
 MAX_CHANNELS = 8
+# Pauses before retrying a server that dropped us at MaxStartups: up to 0.05 s, doubling
+# to at most 1 s, each drawn at random below that bound ("full jitter").
+RETRY_PAUSE = 0.05
+RETRY_PAUSE_CAP = 1.0
 # A longer ProxyJump chain is almost surely a loop in the ssh config (`Host *` + ProxyJump).
-CONNECT_ATTEMPTS = 4  # for servers that drop us at MaxStartups
 MAX_JUMPS = 4
 _CHUNK = 65536
 # select() wakes on output and on close; these caps only bound how late we notice the rest
@@ -90,9 +94,11 @@ _STDIN_WAIT = 0.02
 
 _ChannelErrors = (paramiko.SSHException, OSError, EOFError)
 
-# paramiko logs every failed handshake with a traceback at ERROR; with no logging set up,
-# Python would print it to stderr. We report those failures ourselves, as one line.
-logging.getLogger("paramiko").addHandler(logging.NullHandler())
+# paramiko logs every failed handshake at ERROR, with its traceback one record a line. We
+# report those failures ourselves, as one line, so its logger is off (above CRITICAL): the
+# records are never made, and reach no handler, neither Python's last resort (stderr) nor
+# any an application or pytest installs (pytest's reach non-propagating loggers too).
+logging.getLogger("paramiko").setLevel(logging.CRITICAL + 1)
 
 
 @dataclass(frozen=True)
@@ -497,32 +503,40 @@ def _open_chain(target: _Endpoint, options: _Options, depth: int) -> list[tuple[
 def _open_client(target: _Endpoint, sock: paramiko.Channel | None, options: _Options) -> paramiko.SSHClient:
     """Connect, retrying a server that drops us before its greeting.
 
-    sshd drops new connections beyond ``MaxStartups`` unauthenticated ones, so a fleet
-    snapshot of many hosts behind one bastion, or of one busy host, can see that; it says
-    "busy", not "down". Retried with jittered backoff while the connect deadline allows.
+    sshd drops new connections beyond ``MaxStartups`` unauthenticated ones (closed or
+    reset before its banner), so a fleet snapshot of many hosts behind one bastion, or of
+    one busy host, can see that; it says "busy", not "down". Retried with jittered
+    exponential backoff (the clients that were turned away together come back apart)
+    while the connect deadline allows.
     """
     deadline = time.monotonic() + options.connect_timeout
-    for attempt in range(1, CONNECT_ATTEMPTS + 1):
+    for attempt in itertools.count():
         try:
-            return _open_client_once(target, sock, options)
+            return _open_client_once(target, sock, options, deadline)
         except ConnectError as exc:
-            pause = random.uniform(0.05, 0.25) * attempt
+            pause = random.uniform(0, min(RETRY_PAUSE_CAP, RETRY_PAUSE * 2**attempt))
             if sock is not None or not _dropped_early(exc) or time.monotonic() + pause >= deadline:
-                raise
-            if attempt == CONNECT_ATTEMPTS:
                 raise
             time.sleep(pause)
     raise AssertionError("unreachable")
 
 
 def _dropped_early(exc: ConnectError) -> bool:
+    """The server closed or reset the connection in the handshake (sshd past MaxStartups
+    does, before its greeting; paramiko reports it in one of these shapes)."""
     cause = exc.__cause__
-    return isinstance(cause, ConnectionResetError) or (
-        isinstance(cause, paramiko.SSHException) and "banner" in str(cause) and isinstance(cause.__context__, EOFError)
+    return isinstance(cause, _DROPPED) or (
+        isinstance(cause, paramiko.SSHException) and "banner" in str(cause) and isinstance(cause.__context__, _DROPPED)
     )
 
 
-def _open_client_once(target: _Endpoint, sock: paramiko.Channel | None, options: _Options) -> paramiko.SSHClient:
+# How a server that drops a connection at once shows up: closed (EOF) or reset.
+_DROPPED = (EOFError, ConnectionResetError)
+
+
+def _open_client_once(
+    target: _Endpoint, sock: paramiko.Channel | None, options: _Options, deadline: float
+) -> paramiko.SSHClient:
     client = paramiko.SSHClient()
     for path in target.known_hosts:
         if os.path.exists(path):
@@ -531,13 +545,12 @@ def _open_client_once(target: _Endpoint, sock: paramiko.Channel | None, options:
             except OSError as exc:
                 raise HostKeyError(f"cannot read known_hosts file {path}: {_reason(exc)}") from exc
     client.set_missing_host_key_policy(_NewHostKeyPolicy(target, options.accept_new_host_key))
-    deadline = time.monotonic() + options.connect_timeout
     # paramiko raises a bare FileNotFoundError for a missing key file; OpenSSH skips it.
     keys = [path for path in target.key_files if os.path.isfile(path)]
     connection: socket.socket | paramiko.Channel | None = sock
     try:
         if connection is None:
-            connection = socket.create_connection((target.host, target.port), timeout=options.connect_timeout)
+            connection = socket.create_connection((target.host, target.port), timeout=max(deadline - time.monotonic(), 0.1))
             # SSH sends small request/reply packets; Nagle + delayed ACK adds ~40 ms to each.
             connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         # Each later phase (banner, key exchange, auth) gets what is left of the budget.
@@ -574,8 +587,10 @@ def _translate(exc: Exception, target: _Endpoint, connect_timeout: float, out_of
             f"(possible man-in-the-middle). If the host was reinstalled, remove the old key with "
             f"`ssh-keygen -R '{target.host_key_name}' -f {target.known_hosts[0]}`"
         )
+    if isinstance(exc, _DROPPED):  # e.g. reset while paramiko was still sending its own banner
+        return ConnectError(f"{where}: connection closed before the SSH greeting (too busy: MaxStartups?)")
     if isinstance(exc, paramiko.SSHException) and "banner" in str(exc):
-        if isinstance(exc.__context__, EOFError):
+        if isinstance(exc.__context__, _DROPPED):
             return ConnectError(f"{where}: connection closed before the SSH greeting (not an SSH server, or too busy: MaxStartups)")
         return ConnectError(f"{where}: no SSH greeting within {connect_timeout:g}s")
     if out_of_time:

@@ -6,10 +6,12 @@ commands, the default) and with a session channel per command (the fallback).
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -419,6 +421,83 @@ def test_server_at_max_startups_is_retried_not_reported_down(tmp_path: Path) -> 
     finally:
         squatter.close()
         busy.stop()
+
+
+def test_sixteen_hosts_at_once_past_max_startups_all_connect(tmp_path: Path) -> None:
+    # As a fleet snapshot of many hosts behind one bastion: sshd turns the connections past
+    # MaxStartups away before its greeting, closed or reset; each is retried, not "down".
+    from tests.sshd import find_sshd, start_sshd
+
+    exe = find_sshd()
+    if exe is None:
+        pytest.skip("OpenSSH sshd is not installed")
+    busy = start_sshd(tmp_path / "busy", exe, extra_config="MaxStartups 1")
+    barrier = threading.Barrier(16)
+    outcomes: list[object] = [None] * 16
+
+    def one(index: int) -> None:
+        barrier.wait()
+        try:
+            with busy.transport(connect_timeout=10) as transport:
+                outcomes[index] = transport.run("echo ok", timeout=10).stdout
+        except ConnectError as exc:
+            outcomes[index] = str(exc)
+
+    try:
+        threads = [threading.Thread(target=one, args=(index,)) for index in range(16)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert outcomes == [b"ok\n"] * 16
+        assert "past MaxStartups" in busy.log()  # it did turn some away
+    finally:
+        busy.stop()
+
+
+class ResettingServer:
+    """Accepts connections and resets each before any greeting (sshd past MaxStartups)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.1)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            self.accepted += 1
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST, not FIN
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.sock.close()
+
+
+def test_reset_before_the_greeting_is_retried_and_logs_nothing(
+    sshd: Sshd, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = ResettingServer()
+    try:
+        with caplog.at_level(logging.DEBUG), pytest.raises(ConnectError) as caught:
+            SshTransport.connect(f"127.0.0.1:{server.port}", connect_timeout=1.5, known_hosts_path=sshd.known_hosts_path)
+    finally:
+        server.close()
+    assert "closed before the SSH greeting" in str(caught.value)
+    assert server.accepted > 1  # retried within the connect deadline
+    # driftwatch says it in one line; paramiko's tracebacks reach no handler (pytest's, a user's).
+    assert [record.getMessage() for record in caplog.records if record.name.startswith("paramiko")] == []
 
 
 def _take_the_only_startup_slot(server: Sshd) -> socket.socket:
