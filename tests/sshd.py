@@ -130,7 +130,8 @@ def start_sshd(
 ) -> Sshd:
     """Start sshd; ``extra_config`` lines are appended (for MaxStartups the last value counts).
     ``prefix`` runs before sshd (it must exec it, e.g. into a mount namespace), and
-    ``session_env`` is set in every session (sshd's SetEnv) besides PATH."""
+    ``session_env`` is set in every session (sshd's SetEnv); a ``PATH`` there replaces the
+    usual session PATH, after the fake nvidia-smi's directory (a host without `timeout`)."""
     workdir.mkdir(parents=True, exist_ok=True)
     host_key = keygen(workdir / "host_ed25519")
     client_key = keygen(workdir / "client_ed25519")
@@ -186,6 +187,9 @@ def _launch(
 ) -> Sshd:
     config = workdir / "sshd_config"
     bin_dir = _fake_bin(workdir)
+    session_env = dict(session_env or {})
+    session_path = session_env.pop("PATH", SESSION_PATH)
+    more_env = "".join(f" {name}={value}" for name, value in session_env.items())
     config.write_text(
         f"""\
 Port {port}
@@ -203,7 +207,7 @@ AllowTcpForwarding yes
 MaxSessions 10
 MaxStartups 50:30:100
 LogLevel VERBOSE
-SetEnv PATH={bin_dir}:{SESSION_PATH}{"".join(f" {k}={v}" for k, v in (session_env or {}).items())}
+SetEnv PATH={bin_dir}:{session_path}{more_env}
 {extra}
 """
     )

@@ -74,13 +74,17 @@ class ProbeContext:
     def run(self, script: str, *, stdin: bytes | None = None) -> CommandResult:
         """Run ``script`` on the target within the probe's deadline.
 
-        Raises ProbeTimeout when the deadline passed, and ProbeError when the command left
-        no exit status (connection lost) or its output passed the size bound (facts parsed
-        from a cut output would be wrong, not partial).
+        Raises ProbeTimeout when the deadline passed (naming what outlived SIGKILL, if
+        anything did), and ProbeError when the command left no exit status (connection
+        lost, transport closed) or its output passed the size bound (facts parsed from a
+        cut output would be wrong, not partial).
         """
         result = self.transport.run(script, timeout=self.timeout, stdin=stdin)
         if result.timed_out:
-            raise ProbeTimeout(f"timed out after {self.timeout:g}s")
+            message = f"timed out after {self.timeout:g}s"
+            if result.survivors:  # in D state: nobody can kill them, so say they are there
+                message += "; still alive after SIGKILL: " + ", ".join(map(str, result.survivors))
+            raise ProbeTimeout(message)
         if result.exit_code is None:
             # No exit status: the connection dropped, the agent died or the run was
             # interrupted. Whatever it printed is cut short: not facts.

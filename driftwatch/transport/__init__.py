@@ -7,9 +7,9 @@ machine, over SSH and in tests.
 from driftwatch.transport.base import (
     DEFAULT_MAX_OUTPUT,
     CommandResult,
+    Survivor,
     Transport,
-    bounded_script,
     quote_path,
 )
 
-__all__ = ["DEFAULT_MAX_OUTPUT", "CommandResult", "Transport", "bounded_script", "quote_path"]
+__all__ = ["DEFAULT_MAX_OUTPUT", "CommandResult", "Survivor", "Transport", "quote_path"]

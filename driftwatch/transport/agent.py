@@ -23,11 +23,10 @@ import paramiko
 
 from driftwatch.transport.base import (
     DEFAULT_PYTHONS,
-    KILL_AFTER,
-    TIMEOUT_EXITS,
     CommandResult,
-    bounded_script,
+    Survivor,
     first_python,
+    interrupted_result,
 )
 
 # The agent's remote lifetime. Near its end the client starts a fresh one for new commands,
@@ -46,10 +45,11 @@ class AgentUnavailable(Exception):
 
 
 def agent_command(pythons: Sequence[str], lifetime: float) -> str:
-    """The agent under the first of ``pythons`` the target has (``first_python``: -I -S).
-    The login shell may not be POSIX (fish, tcsh): it only runs ``exec timeout ... sh -c``."""
+    """The agent under the first of ``pythons`` the target has (``first_python``: -I -S),
+    told its lifetime. The login shell may not be POSIX (fish, tcsh): it only runs
+    ``exec sh -c``. No `timeout` around it: the agent bounds itself and its commands."""
     code = (resources.files("driftwatch") / "transport" / "scripts" / "agent.py").read_text(encoding="utf-8")
-    words = ["exec", "timeout", "-k", str(KILL_AFTER), str(int(lifetime)), "sh", "-c", first_python(code, pythons)]
+    words = ["exec", "sh", "-c", first_python(code, pythons, args=[str(int(lifetime))])]
     return " ".join(shlex.quote(word) for word in words)
 
 
@@ -106,7 +106,7 @@ class Agent:
         request_id = next(self._ids)
         request = {
             "id": request_id,
-            "script": bounded_script(script, timeout),
+            "script": script,
             "stdin": None if stdin is None else base64.b64encode(stdin).decode("ascii"),
             "timeout": timeout,
             "max_output": max_output,
@@ -226,9 +226,13 @@ def _result(message: dict, max_output: int) -> CommandResult:
     # The agent keeps to max_output; a target that does not is cut here all the same.
     out, err = (base64.b64decode(message[key], validate=True) for key in ("stdout", "stderr"))
     truncated = bool(message.get("truncated")) or max(len(out), len(err)) > max_output
-    # rc None: the agent stopped waiting past the SIGKILL escalation (a stuck `timeout`).
-    timed_out = rc is None or rc in TIMEOUT_EXITS
-    return CommandResult(out[:max_output], err[:max_output], rc, timed_out=timed_out, truncated=truncated)
+    if message.get("interrupted"):  # the agent is stopping: its client is leaving
+        return interrupted_result("the agent")
+    survivors = tuple(Survivor(int(pid), str(state), str(name)) for pid, state, name in message.get("survivors", ()))
+    timed_out = bool(message.get("timed_out")) or rc is None
+    return CommandResult(
+        out[:max_output], err[:max_output], rc, timed_out=timed_out, truncated=truncated, survivors=survivors
+    )
 
 
 def _error(reason: str) -> CommandResult:

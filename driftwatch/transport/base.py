@@ -3,22 +3,35 @@
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 # Output read back from one command is capped: a runaway log or a hostile host must not
 # exhaust the collector's memory. 8 MiB holds `pip`-sized outputs of big environments.
 DEFAULT_MAX_OUTPUT = 8 * 1024 * 1024
 
-# Exit statuses of GNU `timeout` when it had to stop the command: 124 after SIGTERM,
-# 137 (128 + SIGKILL) when `-k` had to escalate because the command ignored SIGTERM.
+# Exit statuses of a command stopped at its deadline, as GNU `timeout -k` has them: 124
+# when SIGTERM was enough, 137 (128 + SIGKILL) when something of it ignored SIGTERM.
 TIMEOUT_EXITS = frozenset({124, 137})
-# Seconds the target's `timeout` waits after SIGTERM before SIGKILL.
+# Seconds from SIGTERM to SIGKILL for what is left of a command at its deadline: a login
+# shell SIGKILLed at once can leave a tool's lock behind.
 KILL_AFTER = 2
 # Extra seconds the collector waits beyond the remote deadline before giving up itself:
 # past the SIGKILL escalation, so normally the target reports the timeout itself.
 CLIENT_GRACE = KILL_AFTER + 1.0
+
+
+@dataclass(frozen=True)
+class Survivor:
+    """A process of a command still alive after SIGKILL (in D state, nobody can kill it)."""
+
+    pid: int
+    state: str  # from /proc/PID/stat: D, or "?" where the target has no /proc
+    name: str
+
+    def __str__(self) -> str:
+        return f"pid {self.pid} (state {self.state}, {self.name})"
 
 
 @dataclass(frozen=True)
@@ -30,6 +43,8 @@ class CommandResult:
     exit_code: int | None  # None when the collector gave up waiting
     timed_out: bool = False
     truncated: bool = False  # stdout or stderr was cut at the size bound
+    interrupted: bool = False  # the transport was closed while it ran
+    survivors: tuple[Survivor, ...] = ()  # still alive after the SIGKILL at its deadline
 
     @property
     def ok(self) -> bool:
@@ -42,6 +57,11 @@ class CommandResult:
     @property
     def error_text(self) -> str:
         return self.stderr.decode("utf-8", errors="replace").strip()
+
+
+def interrupted_result(where: str) -> CommandResult:
+    """The answer to a run() that close() cut short, or that came after it."""
+    return CommandResult(b"", f"interrupted: the transport to {where} was closed\n".encode(), None, interrupted=True)
 
 
 class Transport(Protocol):
@@ -57,10 +77,16 @@ class Transport(Protocol):
         stdin: bytes | None = None,
         max_output: int = DEFAULT_MAX_OUTPUT,
     ) -> CommandResult:
-        """Run ``script`` with ``sh`` on the target; never blocks longer than ``timeout`` + grace."""
+        """Run ``script`` with ``sh`` on the target; never blocks longer than ``timeout`` + grace.
+
+        At the deadline everything the script started gets SIGTERM, and SIGKILL
+        ``KILL_AFTER`` seconds later if anything of it is left."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Stop every command still running; safe to call twice and while run() is in
+        flight, from any thread: each such run() returns promptly, ``interrupted``."""
+        ...
 
 
 # Where a stdlib-only script finds a python3 on the target: the system interpreter first,
@@ -68,15 +94,17 @@ class Transport(Protocol):
 DEFAULT_PYTHONS = ("/usr/bin/python3", "python3")
 
 
-def first_python(code: str, pythons: Sequence[str] = DEFAULT_PYTHONS) -> str:
-    """A POSIX sh command running ``code`` as ``python -I -S -c`` with the first of
-    ``pythons`` the target has (stdin passes through); exit 127 when it has none.
+def first_python(code: str, pythons: Sequence[str] = DEFAULT_PYTHONS, args: Sequence[str] = ()) -> str:
+    """A POSIX sh command running ``code`` as ``python -I -S -c`` (with ``args`` in
+    sys.argv[1:]) under the first of ``pythons`` the target has (stdin passes through);
+    exit 127 when it has none.
     -I: no cwd or PYTHON* on sys.path (a stray json.py in $HOME); -S: no site (.pth files)."""
     pythons = list(dict.fromkeys(pythons))
     tried = " ".join(pythons)
+    argv = "".join(" " + shlex.quote(arg) for arg in args)
     return (
         f"for p in {' '.join(quote_path(p) for p in pythons)}; do "
-        f'command -v "$p" >/dev/null && exec "$p" -I -S -c {shlex.quote(code)}; done; '
+        f'command -v "$p" >/dev/null && exec "$p" -I -S -c {shlex.quote(code)}{argv}; done; '
         f"echo {shlex.quote(f'python3: not found (tried: {tried})')} >&2; exit 127"
     )
 
@@ -88,17 +116,3 @@ def quote_path(path: str) -> str:
     if path.startswith("~/"):
         return '"$HOME"/' + shlex.quote(path[2:])
     return shlex.quote(path)
-
-
-def bounded_script(script: str, timeout: float) -> str:
-    """Wrap ``script`` so the target itself kills it (and its children) at the deadline.
-
-    GNU ``timeout`` puts the command in its own process group and signals the whole group,
-    so a hung ``nvidia-smi`` and anything it spawned are gone when the deadline passes, even
-    if the collector has vanished. ``-k 2`` follows up with SIGKILL for processes in D state
-    that ignore SIGTERM (they die when the kernel lets them). No ``exec``: ``timeout``
-    kills its own group on escalation, and the shell around it turns that into exit 137
-    (the trailing ``exit $?`` keeps bash and dash from exec-ing ``timeout`` in place).
-    """
-    seconds = max(1, int(timeout + 0.999))
-    return f"timeout -k {KILL_AFTER} {seconds} sh -c {shlex.quote(script)}; exit $?"

@@ -1,31 +1,28 @@
-"""Run commands on this machine: the ``local`` target."""
+"""Run commands on this machine: the ``local`` target.
+
+Commands run exactly as the SSH agent runs them on a remote host (its ``Runner``): each in
+a session of its own, stopped as a whole at the deadline (SIGTERM, then SIGKILL after
+``KILL_AFTER``), and all of them on :meth:`LocalTransport.close`.
+"""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import threading
-from typing import IO
+from typing import Any
 
 from driftwatch.transport.base import (
-    CLIENT_GRACE,
     DEFAULT_MAX_OUTPUT,
-    TIMEOUT_EXITS,
     CommandResult,
-    bounded_script,
+    Survivor,
+    interrupted_result,
 )
-from driftwatch.transport.bounded import BoundedBuffer
-
-
-def _drain(stream: IO[bytes], buffer: BoundedBuffer) -> None:
-    # Keep reading past the bound so the child never blocks on a full pipe.
-    for chunk in iter(lambda: stream.read(65536), b""):
-        buffer.feed(chunk)
+from driftwatch.transport.scripts.agent import Runner
 
 
 class LocalTransport:
     name = "local"
+
+    def __init__(self) -> None:
+        self._runner = Runner()
 
     def run(
         self,
@@ -35,49 +32,21 @@ class LocalTransport:
         stdin: bytes | None = None,
         max_output: int = DEFAULT_MAX_OUTPUT,
     ) -> CommandResult:
-        proc = subprocess.Popen(
-            ["sh", "-c", bounded_script(script, timeout)],
-            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-        out, err = BoundedBuffer(max_output), BoundedBuffer(max_output)
-        assert proc.stdout is not None and proc.stderr is not None
-        readers = [
-            threading.Thread(target=_drain, args=(proc.stdout, out), daemon=True),
-            threading.Thread(target=_drain, args=(proc.stderr, err), daemon=True),
-        ]
-        for reader in readers:
-            reader.start()
-        if stdin is not None:
-            assert proc.stdin is not None
-            try:
-                proc.stdin.write(stdin)
-                proc.stdin.close()
-            except BrokenPipeError:
-                pass
-        timed_out = False
-        try:
-            code: int | None = proc.wait(timeout=timeout + CLIENT_GRACE)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            code = None
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        for reader in readers:
-            reader.join(timeout=1.0)
-        for stream in (proc.stdout, proc.stderr):
-            stream.close()  # a cron job or a long fleet run must not leak descriptors
-        return CommandResult(
-            stdout=out.getvalue(),
-            stderr=err.getvalue(),
-            exit_code=code,
-            timed_out=timed_out or code in TIMEOUT_EXITS,
-            truncated=out.truncated or err.truncated,
-        )
+        return command_result(self._runner.run(script, stdin, timeout, max_output), self.name)
 
     def close(self) -> None:
-        return None
+        self._runner.close()
+
+
+def command_result(outcome: dict[str, Any], where: str) -> CommandResult:
+    """A CommandResult from what ``Runner.run`` returns (bytes, not yet base64)."""
+    if outcome["interrupted"]:
+        return interrupted_result(where)
+    return CommandResult(
+        outcome["stdout"],
+        outcome["stderr"],
+        outcome["rc"],
+        timed_out=outcome["timed_out"],
+        truncated=outcome["truncated"],
+        survivors=tuple(Survivor(pid, state, name) for pid, state, name in outcome["survivors"]),
+    )

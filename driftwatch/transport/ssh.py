@@ -21,6 +21,7 @@ import logging
 import os
 import random
 import select
+import shlex
 import socket
 import sys
 import threading
@@ -28,6 +29,8 @@ import time
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
 
 
 class _DeferredInvoke:
@@ -68,9 +71,11 @@ from driftwatch.transport.agent import AGENT_LIFETIME, DEFAULT_PYTHONS, Agent
 from driftwatch.transport.base import (
     CLIENT_GRACE,
     DEFAULT_MAX_OUTPUT,
+    KILL_AFTER,
     TIMEOUT_EXITS,
     CommandResult,
-    bounded_script,
+    Survivor,
+    interrupted_result,
 )
 from driftwatch.transport.bounded import BoundedBuffer
 
@@ -206,24 +211,45 @@ class SshTransport:
         stdin: bytes | None = None,
         max_output: int = DEFAULT_MAX_OUTPUT,
     ) -> CommandResult:
+        result = self._run(script, timeout, stdin, max_output)
+        if self._closed and result.exit_code is None:  # cut short by close(): not the host's doing
+            return interrupted_result(self.address)
+        return result
+
+    def _run(self, script: str, timeout: float, stdin: bytes | None, max_output: int) -> CommandResult:
         deadline = time.monotonic() + timeout + CLIENT_GRACE
         out, err = BoundedBuffer(max_output), BoundedBuffer(max_output)
         try:
             agent = self._agent_for(timeout + CLIENT_GRACE, deadline)
         except FutureTimeout:
             return _failed(out, err, f"no command agent on {self.address} within {timeout:g}s", timed_out=True)
+        if self._closed:
+            return interrupted_result(self.address)
         if agent is not None:
             remote_timeout = max(deadline - CLIENT_GRACE - time.monotonic(), 0.0)
             return agent.run(script, timeout=remote_timeout, stdin=stdin, max_output=max_output, deadline=deadline)
         # Waiting for a free channel counts against the deadline: callers rely on run()
         # returning within timeout + grace however many probes share the connection.
-        if not self._slots.acquire(timeout=max(timeout, 0.0)):
+        if not self._take_slot(time.monotonic() + max(timeout, 0.0)):
             return _failed(out, err, f"no free SSH channel on {self.address} within {timeout:g}s", timed_out=True)
         try:
             remote_timeout = max(deadline - CLIENT_GRACE - time.monotonic(), 0.0)
-            return self._run_channel(bounded_script(script, remote_timeout), stdin, out, err, deadline)
+            mark = os.urandom(8).hex()
+            result = self._run_channel(bounded_command(script, remote_timeout, mark), stdin, out, err, deadline)
+            return with_survivors(result, mark)
         finally:
             self._slots.release()
+
+    def _take_slot(self, until: float) -> bool:
+        """A free channel slot before ``until``; False at once when the transport is closed."""
+        while not self._closed:
+            if self._slots.acquire(timeout=min(max(until - time.monotonic(), 0.0), _IDLE_WAIT)):
+                if not self._closed:
+                    return True
+                self._slots.release()
+            elif time.monotonic() >= until:
+                return False
+        return False
 
     def prepare(self) -> None:
         """Start the command agent now, without waiting for it: it comes up (one login
@@ -242,15 +268,22 @@ class SshTransport:
         return "channels" if future.result() is None else "agent"
 
     def close(self) -> None:
+        """Close the connection. Commands on the agent are stopped on the target (the
+        agent reads EOF and stops them all: SIGTERM, SIGKILL after KILL_AFTER); commands on
+        channels of their own run on to their own deadline there. Every run() in flight
+        returns at once, ``interrupted``; safe to call twice, from any thread."""
         with self._agent_lock:
             self._closed = True
             future, self._agent = self._agent, _resolved(None)
             agents, self._retired = self._retired, []
-        if future is not None and future.done() and future.result() is not None:
+            if future is not None and not future.done():
+                future.set_result(None)  # its waiters go on to find the transport closed
+        if future is not None and future.result() is not None:
             agents.append(future.result())  # type: ignore[arg-type]  # checked just above
         for agent in agents:
             agent.close()
-        clients, self._clients = self._clients, []
+        with self._agent_lock:
+            clients, self._clients = self._clients, []
         for client in clients:
             client.close()
 
@@ -294,10 +327,11 @@ class SshTransport:
         except Exception as exc:  # noqa: BLE001  # whatever went wrong, channels remain
             self.agent_error = f"command agent unavailable on {self.address}: {_reason(exc)}"
         with self._agent_lock:
-            if self._closed and agent is not None:
-                agent.close()
-                agent = None
-        future.set_result(agent)
+            keep = None if self._closed else agent
+            if not future.done():  # else close() has resolved it already
+                future.set_result(keep)
+        if agent is not None and keep is None:
+            agent.close()
 
     def _run_channel(
         self, command: str, stdin: bytes | None, out: BoundedBuffer, err: BoundedBuffer, deadline: float
@@ -370,6 +404,35 @@ def _pump(
             return False
         select.select([channel], [], [], min(left, _STDIN_WAIT if sent < len(pending) else _IDLE_WAIT))
     return True
+
+
+@cache
+def _bounded_sh() -> str:
+    return (resources.files("driftwatch") / "transport" / "scripts" / "bounded.sh").read_text(encoding="utf-8")
+
+
+def bounded_command(script: str, timeout: float, mark: str) -> str:
+    """The command for a channel of its own: ``script`` under scripts/bounded.sh, which
+    stops all of it at the deadline and lists what outlives SIGKILL behind ``mark``. The
+    login shell may not be POSIX (fish, tcsh): it only runs ``exec sh -c``."""
+    seconds = max(1, int(timeout + 0.999))  # `timeout 0` would mean no deadline at all
+    words = ["exec", "sh", "-c", _bounded_sh(), "driftwatch", script, str(seconds), str(KILL_AFTER), mark]
+    return " ".join(shlex.quote(word) for word in words)
+
+
+def with_survivors(result: CommandResult, mark: str) -> CommandResult:
+    """Move bounded.sh's ``mark PID STATE NAME`` lines out of stderr into ``survivors``."""
+    prefix = mark.encode() + b" "
+    if prefix not in result.stderr:
+        return result
+    kept, survivors = [], []
+    for line in result.stderr.splitlines(keepends=True):
+        fields = line.rstrip(b"\n").split(b" ", 3)
+        if line.startswith(prefix) and len(fields) == 4 and fields[1].isdigit():
+            survivors.append(Survivor(int(fields[1]), fields[2].decode(errors="replace"), fields[3].decode(errors="replace")))
+        else:
+            kept.append(line)
+    return dataclasses.replace(result, stderr=b"".join(kept), survivors=tuple(survivors))
 
 
 def _resolved(value: Agent | None) -> Future[Agent | None]:

@@ -8,6 +8,9 @@ import signal
 import subprocess
 import time
 import uuid
+from pathlib import Path
+
+from tests.sshd import SESSION_PATH
 
 
 def sleep_marker() -> str:
@@ -16,7 +19,7 @@ def sleep_marker() -> str:
 
 
 def pids_matching(pattern: str) -> list[int]:
-    found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True)
+    found = subprocess.run(["pgrep", "-f", pattern], check=False, capture_output=True, text=True)
     return [int(pid) for pid in found.stdout.split()]
 
 
@@ -33,3 +36,18 @@ def kill_all(pids: list[int]) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+
+
+def path_without(directory: Path, *tools: str) -> str:
+    """A PATH of one directory holding every command of the usual session PATH except
+    ``tools``: a host without them (a minimal image has no `timeout`)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for folder in reversed(SESSION_PATH.split(":")):  # the first on PATH wins: link it last
+        if not os.path.isdir(folder):
+            continue
+        for name in os.listdir(folder):
+            link, target = directory / name, os.path.join(folder, name)
+            if name not in tools and os.access(target, os.X_OK) and not os.path.isdir(target):
+                link.unlink(missing_ok=True)
+                link.symlink_to(target)
+    return str(directory)

@@ -21,7 +21,7 @@ import pytest
 
 import driftwatch.transport.agent as agent_module
 from driftwatch.transport.agent import line_bound
-from driftwatch.transport.base import CommandResult
+from driftwatch.transport.base import KILL_AFTER, CommandResult
 from driftwatch.transport.ssh import SshTransport
 from tests.sshd import Sshd
 from tests.transport import kill_all, pids_matching, sleep_marker, wait_gone
@@ -43,9 +43,9 @@ def _interpreters() -> list[Any]:
 class LocalAgent:
     """scripts/agent.py in a subprocess, spoken to as the client does, line by line."""
 
-    def __init__(self, python: str) -> None:
+    def __init__(self, python: str, *args: str) -> None:
         self.proc = subprocess.Popen(
-            [python, "-I", "-S", "-c", AGENT_CODE], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+            [python, "-I", "-S", "-c", AGENT_CODE, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE
         )
         self._buffer = b""
 
@@ -156,14 +156,56 @@ def test_at_most_16_commands_at_once(agent: LocalAgent) -> None:
     assert 1 < max_overlap([CommandResult(out(a), b"", 0) for a in answers.values()]) <= 16
 
 
-def test_exits_soon_after_stdin_closes(agent: LocalAgent) -> None:
+def test_exits_soon_after_stdin_closes_and_stops_its_commands(agent: LocalAgent) -> None:
     sleep = sleep_marker()
-    agent.request(1, sleep)  # unwrapped here: on a target `timeout -k` ends it
+    agent.request(1, f"trap '' TERM; {sleep}", timeout=60)
     try:
         assert wait_until(lambda: bool(pids_matching(sleep)))
         assert agent.proc.stdin is not None
-        agent.proc.stdin.close()
-        assert agent.proc.wait(timeout=4) == 0  # a short grace for running commands, not 30
+        agent.proc.stdin.close()  # the client closed the channel, or vanished
+        assert agent.proc.wait(timeout=KILL_AFTER + 3) == 0  # SIGTERM, then SIGKILL: not 60 s
+        assert wait_gone(sleep, within=3) == []
+    finally:
+        kill_all(pids_matching(sleep))
+
+
+def test_stops_its_commands_on_sigterm(agent: LocalAgent) -> None:
+    sleep = sleep_marker()
+    agent.request(1, sleep, timeout=60)
+    try:
+        assert wait_until(lambda: bool(pids_matching(sleep)))
+        agent.proc.terminate()
+        assert agent.proc.wait(timeout=KILL_AFTER + 3) == 0
+        assert wait_gone(sleep, within=3) == []
+    finally:
+        kill_all(pids_matching(sleep))
+
+
+@pytest.mark.parametrize("python", [p.values[0] for p in _interpreters()])
+def test_stops_its_commands_at_the_end_of_its_lifetime(python: str) -> None:
+    agent = LocalAgent(python, "2")  # the client passes the lifetime in argv
+    sleep = sleep_marker()
+    try:
+        assert agent.read()["hello"] == 1
+        agent.request(1, f"trap '' TERM; {sleep}", timeout=60)
+        assert wait_until(lambda: bool(pids_matching(sleep)))
+        assert agent.proc.wait(timeout=2 + KILL_AFTER + 5) == 0
+        assert wait_gone(sleep, within=3) == []
+    finally:
+        agent.close()
+        kill_all(pids_matching(sleep))
+
+
+def test_deadline_stops_the_whole_command(agent: LocalAgent) -> None:
+    # The gpu probe's shape: the shell exits on SIGTERM, its background jobs ignore it.
+    sleep = sleep_marker()
+    script = f"trap 'exit 124' TERM; (trap '' TERM; {sleep}) & (trap '' TERM; {sleep}) & echo started; wait"
+    agent.request(1, script, timeout=1)
+    try:
+        answer = agent.read(within=1 + KILL_AFTER + 3)
+        assert (answer["rc"], answer["timed_out"], out(answer)) == (137, True, b"started\n")
+        assert answer["survivors"] == []
+        assert wait_gone(sleep, within=3) == []
     finally:
         kill_all(pids_matching(sleep))
 
@@ -291,13 +333,14 @@ def test_nothing_left_running_after_close(sshd: Sshd, tmp_path: Path) -> None:
     try:
         assert transport.run("true", timeout=5).ok and transport.mode == "agent"
         assert pids_matching(str(python))
-        runner = threading.Thread(target=transport.run, args=(sleep,), kwargs={"timeout": 2})
+        runner = threading.Thread(target=transport.run, args=(sleep,), kwargs={"timeout": 60})
         runner.start()
         assert wait_until(lambda: bool(pids_matching(sleep)))
         transport.close()
         runner.join(timeout=5)
-        assert wait_gone(str(python), within=5) == []  # stdin EOF: gone after a short grace
-        assert wait_gone(sleep, within=5) == []  # its own `timeout` ended the command
+        # stdin EOF: the agent stops its commands (long before their deadline), then exits.
+        assert wait_gone(sleep, within=5) == []
+        assert wait_gone(str(python), within=5) == []
     finally:
         transport.close()
         kill_all(pids_matching(sleep) + pids_matching(str(python)))
@@ -322,8 +365,6 @@ def test_line_bound_fits_full_output() -> None:
 
 
 def test_script_agrees_with_the_client_on_the_kill_delay() -> None:
-    from driftwatch.transport.base import KILL_AFTER
-
     assert f"\nKILL_AFTER = {KILL_AFTER}  #" in AGENT_CODE
 
 

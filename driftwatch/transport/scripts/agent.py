@@ -1,29 +1,37 @@
 # driftwatch agent. Runs ON THE TARGET under any python3 >= 3.6, stdlib only, as
-# `python3 -I -S -c '<this file>'` on ONE SSH session channel, so that N commands cost one
-# login-shell start (~/.bashrc with conda or pyenv init) instead of N.
+# `python3 -I -S -c '<this file>' LIFETIME` on ONE SSH session channel, so that N commands
+# cost one login-shell start (~/.bashrc with conda or pyenv init) instead of N.
+# LocalTransport imports its Runner: the local target runs commands the same way.
 #
 # Protocol, one JSON document per line:
 #   out  {"hello": 1, "pid": PID}                                  once, first
 #   in   {"id": int, "script": str, "stdin": base64|null, "timeout": float, "max_output": int}
-#   out  {"id": int, "rc": int|null, "stdout": b64, "stderr": b64, "truncated": bool}
+#   out  {"id": int, "rc": int|null, "stdout": b64, "stderr": b64, "truncated": bool,
+#         "timed_out": bool, "survivors": [[pid, state, name], ...]}
 #        or {"id": int, "rc": null, "error": str} for a request it cannot run
-# "script" arrives already wrapped in `timeout -k` by the client: the target kills it at
-# its deadline even if this agent or the connection is gone.
+#
+# Every command runs in a session (and process group) of its own. At its deadline the
+# whole session gets SIGTERM, and SIGKILL KILL_AFTER seconds later if anything of it is
+# left, whatever its first process did: a script that dies on TERM does not leave its
+# background jobs behind. What is still alive after SIGKILL (a process in D state) is
+# reported as a survivor. The agent needs no `timeout` on the target, and it outlives no
+# client: at stdin EOF (the client closed the channel or vanished), at the end of its
+# LIFETIME, and on SIGTERM/SIGHUP/SIGINT it stops every command it still runs, then exits.
 import base64
 import binascii
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
 import time
 
 MAX_PARALLEL = 16
-KILL_AFTER = 2  # driftwatch.transport.base.KILL_AFTER: the wrapper's SIGKILL escalation
-# Past the wrapper's own SIGKILL we stop waiting (e.g. `timeout` stuck on a process in D
-# state) and answer with what we have; a little sooner than the client's own deadline.
-BACKSTOP = 0.5
-EXIT_GRACE = 1.0  # after stdin EOF nobody reads answers: do not linger for them
+KILL_AFTER = 2  # driftwatch.transport.base.KILL_AFTER: seconds from SIGTERM to SIGKILL
+REAP_WAIT = 0.3  # after SIGKILL: time for the kernel to take the processes away
+POLL = 0.1  # a scan of /proc on a busy host costs a few ms
+LIFETIME = 900.0  # when the client gives none (argv[1])
 CHUNK = 65536
 
 _write_lock = threading.Lock()
@@ -42,6 +50,86 @@ def send(message):
 
 def b64(data):
     return base64.b64encode(data).decode("ascii")
+
+
+# -- the processes of a command -----------------------------------------------------------
+
+
+def parse_stat(text):
+    """(state, session, name) from the text of /proc/PID/stat; the name may hold ') '."""
+    head, _, tail = text.rpartition(") ")
+    fields = tail.split()  # state ppid pgrp session ...
+    return fields[0], int(fields[3]), head.partition("(")[2]
+
+
+def members(sids):
+    """{sid: [(pid, state, name)]}: the live processes of each session in ``sids``, in one
+    pass over /proc. Zombies are dead already (a container's init may never reap them).
+    Without /proc: a session's leader (= its process group), if that still exists."""
+    found = {sid: [] for sid in sids}
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        for sid in sids:
+            try:
+                os.killpg(sid, 0)
+                found[sid].append((sid, "?", "?"))
+            except OSError:
+                pass
+        return found
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                state, session, name = parse_stat(stat.read().decode("utf-8", "replace"))
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        if session in found and state not in ("Z", "X"):
+            found[session].append((pid, state, name))
+    return found
+
+
+def alive(sids):
+    return [sid for sid, live in members(sids).items() if live]
+
+
+def signal_sessions(sids, signum):
+    """Send ``signum`` to every process of these sessions: their process groups, and any
+    member that moved to a group of its own (a nested `timeout`, a shell with job control)."""
+    for sid, live in members(sids).items():
+        try:
+            os.killpg(sid, signum)
+        except OSError:
+            pass
+        for pid, _, _ in live:
+            try:
+                os.kill(pid, signum)
+            except OSError:
+                pass
+
+
+def wait_gone(sids, seconds):
+    """The sessions among ``sids`` with a live process after up to ``seconds``."""
+    deadline = time.monotonic() + seconds
+    left = alive(sids)
+    while left and time.monotonic() < deadline:
+        time.sleep(POLL)
+        left = alive(left)
+    return left
+
+
+def stop_sessions(sids):
+    """Politely first: SIGTERM, SIGKILL after KILL_AFTER seconds to whatever is left.
+    Returns (whether SIGKILL was needed, {sid: survivors of SIGKILL})."""
+    signal_sessions(sids, signal.SIGTERM)
+    left = wait_gone(sids, KILL_AFTER)
+    if not left:
+        return False, {}
+    signal_sessions(left, signal.SIGKILL)
+    left = wait_gone(left, REAP_WAIT)
+    return True, members(left)
+
+
+# -- running commands ---------------------------------------------------------------------
 
 
 class Sink:
@@ -96,41 +184,112 @@ def spawn(target, *args):
     return thread
 
 
-def execute(script, stdin, timeout, max_output):
-    proc = subprocess.Popen(
-        ["sh", "-c", script],
-        stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    out, err = Sink(max_output), Sink(max_output)
-    readers = [spawn(out.drain, proc.stdout), spawn(err.drain, proc.stderr)]
-    if stdin is not None:
-        spawn(feed, proc.stdin, stdin)
-    try:
-        rc = proc.wait(max(1, int(timeout + 0.999)) + KILL_AFTER + BACKSTOP)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+class Runner:
+    """Runs `sh -c SCRIPT` commands, each in a session of its own, and stops them all on
+    close(). Safe from many threads; close() may be called twice and from any thread."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._closing = threading.Lock()  # held for the whole of close()
+        self._running = {}  # session id: Popen
+        self.closed = False
+
+    def run(self, script, stdin, timeout, max_output):
+        """A dict: rc (int, None when interrupted), stdout, stderr (bytes), truncated,
+        timed_out, interrupted, survivors ([(pid, state, name)] alive after SIGKILL)."""
+        with self._lock:  # no new process once close() has taken the list to stop
+            if self.closed:
+                return interrupted()
+            proc = subprocess.Popen(
+                ["sh", "-c", script],
+                stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+            self._running[proc.pid] = proc
+        try:
+            return self._follow(proc, stdin, timeout, max_output)
+        finally:
+            with self._lock:
+                self._running.pop(proc.pid, None)
+
+    def _follow(self, proc, stdin, timeout, max_output):
+        out, err = Sink(max_output), Sink(max_output)
+        readers = [spawn(out.drain, proc.stdout), spawn(err.drain, proc.stderr)]
+        if stdin is not None:
+            spawn(feed, proc.stdin, stdin)
+        deadline = time.monotonic() + timeout
         rc = None
-    # Output normally ends with the command; a background process that kept the pipe
-    # open must not hold the answer back.
-    for reader in readers:
-        reader.join(1.0 if rc is not None else 0.2)
-    if rc is not None and rc < 0:
-        rc = 128 - rc  # killed by a signal: report it as a shell would
+        while rc is None and not self.closed and time.monotonic() < deadline:
+            try:  # in slices, so that close() interrupts the wait
+                rc = proc.wait(min(max(deadline - time.monotonic(), 0), 0.25))
+            except subprocess.TimeoutExpired:
+                pass
+        if rc is None and self.closed:
+            return interrupted()  # close() stops the processes; nobody waits for them here
+        timed_out, killed, survivors = rc is None, False, []
+        # After a clean exit: anything it left running in the background goes too.
+        if timed_out or group_alive(proc.pid):
+            killed, left = stop_sessions([proc.pid])
+            survivors = left.get(proc.pid, [])
+            rc = proc.poll()
+        for reader in readers:  # nothing of the command holds the pipes open any more
+            reader.join(1.0)
+        if timed_out:
+            rc = 137 if killed else 124  # as GNU `timeout -k` reports it
+        elif rc is not None and rc < 0:
+            rc = 128 - rc  # killed by a signal: report it as a shell would
+        return {
+            "rc": rc,
+            "stdout": out.value(),
+            "stderr": err.value(),
+            "truncated": out.truncated or err.truncated,
+            "timed_out": timed_out,
+            "interrupted": False,
+            "survivors": survivors,
+        }
+
+    def close(self):
+        """Stop every command still running: SIGTERM, then SIGKILL after KILL_AFTER."""
+        with self._closing:
+            with self._lock:
+                self.closed = True
+                running, self._running = self._running, {}
+            if running:
+                stop_sessions(list(running))
+            for proc in running.values():
+                proc.poll()  # reap what died: no zombie of ours outlives close()
+
+
+def group_alive(pgid):
+    try:
+        os.killpg(pgid, 0)  # cheap: after a clean exit there is normally no such group
+    except OSError:
+        return False
+    return bool(alive([pgid]))
+
+
+def interrupted():
     return {
-        "rc": rc,
-        "stdout": b64(out.value()),
-        "stderr": b64(err.value()),
-        "truncated": out.truncated or err.truncated,
+        "rc": None,
+        "stdout": b"",
+        "stderr": b"",
+        "truncated": False,
+        "timed_out": False,
+        "interrupted": True,
+        "survivors": [],
     }
 
 
-def handle(request_id, script, stdin, timeout, max_output):
+# -- the agent ----------------------------------------------------------------------------
+
+
+def handle(runner, request_id, script, stdin, timeout, max_output):
     with _slots:
         try:
-            reply = execute(script, stdin, timeout, max_output)
+            result = runner.run(script, stdin, timeout, max_output)
+            reply = dict(result, stdout=b64(result["stdout"]), stderr=b64(result["stderr"]))
         except Exception as exc:  # noqa: BLE001  # no `sh`, out of processes: an answer, not a crash
             reply = {"rc": None, "error": f"driftwatch agent: {type(exc).__name__}: {exc}"}
     reply["id"] = request_id
@@ -162,8 +321,25 @@ def parse(line):
 
 
 def main():
+    lifetime = float(sys.argv[1]) if len(sys.argv) > 1 else LIFETIME
+    runner = Runner()
+
+    def leave(*_):
+        runner.close()  # a second caller waits for the first to finish stopping
+        try:
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            pass
+        os._exit(0)
+
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(signum, leave)
+    timer = threading.Timer(lifetime, leave)
+    timer.daemon = True
+    timer.start()
+    # If this interpreter ever wedges, the kernel ends it (SIGALRM's default action).
+    signal.alarm(int(lifetime + KILL_AFTER + 30))
     send({"hello": 1, "pid": os.getpid()})
-    workers = []
     for line in iter(sys.stdin.buffer.readline, b""):
         if not line.strip():
             continue
@@ -171,17 +347,10 @@ def main():
         if arguments is not None:
             # A thread per request, waiting for a slot there: this loop must keep reading,
             # or the client's writes would stall behind a busy agent.
-            workers = [worker for worker in workers if worker.is_alive()]
-            workers.append(spawn(handle, request_id, *arguments))
+            spawn(handle, runner, request_id, *arguments)
         elif request_id is not None:
             send({"id": request_id, "rc": None, "error": "driftwatch agent: bad request: " + error})
-    # stdin EOF: the client closed the channel. Commands still running are bounded by their
-    # own `timeout` wrappers; give them a moment to answer, then go.
-    deadline = time.monotonic() + EXIT_GRACE
-    for worker in workers:
-        worker.join(max(0.0, deadline - time.monotonic()))
-    sys.stdout.flush()
-    os._exit(0)
+    leave()  # stdin EOF: the client closed the channel, or is gone
 
 
 if __name__ == "__main__":
