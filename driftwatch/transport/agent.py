@@ -26,7 +26,6 @@ from driftwatch.transport.base import (
     CommandResult,
     Survivor,
     first_python,
-    interrupted_result,
 )
 
 # The agent's remote lifetime. Near its end the client starts a fresh one for new commands,
@@ -226,8 +225,8 @@ def _result(message: dict, max_output: int) -> CommandResult:
     # The agent keeps to max_output; a target that does not is cut here all the same.
     out, err = (base64.b64decode(message[key], validate=True) for key in ("stdout", "stderr"))
     truncated = bool(message.get("truncated")) or max(len(out), len(err)) > max_output
-    if message.get("interrupted"):  # the agent is stopping: its client is leaving
-        return interrupted_result("the agent")
+    if message.get("interrupted"):  # SIGTERM or its lifetime's end; our own close() never waits for this
+        return _error("driftwatch agent: stopped before the command ended (the agent is exiting)")
     survivors = tuple(Survivor(int(pid), str(state), str(name)) for pid, state, name in message.get("survivors", ()))
     timed_out = bool(message.get("timed_out")) or rc is None
     return CommandResult(
