@@ -67,7 +67,7 @@ def test_quote_path_expands_home_on_the_target() -> None:
 
 
 def test_command_ignoring_sigterm_is_still_a_timeout() -> None:
-    # `timeout -k` escalates to SIGKILL and exits 137, not 124: still our deadline.
+    # SIGTERM is not enough, SIGKILL follows: exit 137, not 124, and still our deadline.
     sleep = sleep_marker()
     try:
         result = LocalTransport().run(f"trap '' TERM; {sleep}", timeout=1)

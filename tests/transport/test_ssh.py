@@ -92,7 +92,7 @@ def test_remote_deadline_kills_the_command(ssh: SshTransport) -> None:
     elapsed = time.monotonic() - started
     try:
         assert result.timed_out
-        assert result.exit_code == 124  # killed by `timeout` on the host, not abandoned by us
+        assert result.exit_code == 124  # stopped on the host (SIGTERM), not abandoned by us
         assert elapsed < 4
         time.sleep(1)
         assert wait_gone(sleep, within=5) == []
@@ -101,8 +101,8 @@ def test_remote_deadline_kills_the_command(ssh: SshTransport) -> None:
 
 
 def test_client_deadline_when_the_host_cannot_kill(ssh: SshTransport, tmp_path: Path) -> None:
-    # Stop `timeout` itself (the script's parent), so the host-side deadline never fires:
-    # only the client-side deadline (or the agent's own, just before it) can end the call.
+    # Stop what enforces the host-side deadline, the script's parent (the agent, or
+    # `timeout` on a channel), so it never fires: only the client-side deadline ends the call.
     sleep = sleep_marker()
     pid_file = tmp_path / "pid"
     started = time.monotonic()
@@ -116,7 +116,7 @@ def test_client_deadline_when_the_host_cannot_kill(ssh: SshTransport, tmp_path: 
         if ssh.mode == "channels":  # output streams in; the agent answers once, if in time
             assert result.stdout == f"{stopped}\n".encode()
     finally:
-        # Resumed, `timeout` acts on its overdue alarm and kills the sleep.
+        # Resumed, the agent (or `timeout`) acts on its overdue deadline and kills the sleep.
         os.kill(stopped, signal.SIGCONT)
         kill_all(wait_gone(sleep, within=5))
     assert ssh.run("echo still usable", timeout=10).stdout == b"still usable\n"
