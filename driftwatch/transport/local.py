@@ -7,6 +7,8 @@ a session of its own, stopped as a whole at the deadline (SIGTERM, then SIGKILL 
 
 from __future__ import annotations
 
+import atexit
+import weakref
 from typing import Any
 
 from driftwatch.transport.base import (
@@ -18,11 +20,17 @@ from driftwatch.transport.base import (
 from driftwatch.transport.scripts.agent import Runner
 
 
+# Runners whose commands may still run: at exit (after a Ctrl-C, say) they are stopped
+# before the interpreter goes, even if the close() started for them has not finished.
+_runners: weakref.WeakSet[Runner] = weakref.WeakSet()
+
+
 class LocalTransport:
     name = "local"
 
     def __init__(self) -> None:
         self._runner = Runner()
+        _runners.add(self._runner)
 
     def run(
         self,
@@ -36,6 +44,12 @@ class LocalTransport:
 
     def close(self) -> None:
         self._runner.close()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for runner in list(_runners):
+        runner.close()
 
 
 def command_result(outcome: dict[str, Any], where: str) -> CommandResult:

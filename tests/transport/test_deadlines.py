@@ -265,3 +265,25 @@ def test_survivors_reach_the_probe_error() -> None:
         ProbeContext(transport=Stuck(), timeout=10).run("nvidia-smi")
     assert str(caught.value) == "timed out after 10s; still alive after SIGKILL: pid 4242 (state D, nvidia-smi)"
 
+
+
+EXITS_WHILE_RUNNING = """
+import sys, threading, time
+from driftwatch.transport.local import LocalTransport
+transport = LocalTransport()
+threading.Thread(target=transport.run, args=(sys.argv[1],), kwargs={"timeout": 60}, daemon=True).start()
+time.sleep(float(sys.argv[2]))
+sys.exit(130)  # as after a Ctrl-C, with nobody waiting for a close() of the transport
+"""
+
+
+def test_local_commands_do_not_outlive_the_collector() -> None:
+    sleep = sleep_marker()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", EXITS_WHILE_RUNNING, f"trap '' TERM; {sleep}", "1"], timeout=30, check=False
+        )
+        assert done.returncode == 130
+        assert wait_gone(sleep, within=LEFT_WITHIN) == []
+    finally:
+        kill_all(pids_matching(sleep))
