@@ -222,8 +222,16 @@ class Runner:
         deadline = time.monotonic() + timeout
         rc = None
         while rc is None and not self.closed and time.monotonic() < deadline:
-            try:  # in slices, so that close() interrupts the wait
-                rc = proc.wait(min(max(deadline - time.monotonic(), 0), 0.25))
+            left = deadline - time.monotonic()
+            # In slices, so that close() interrupts the wait. While stdout is open, wait for
+            # its end: a command normally closes it as it exits, and a join wakes at once
+            # where Popen.wait polls (up to 50 ms late).
+            if readers[0].is_alive():
+                readers[0].join(min(left, 0.05))
+                rc = proc.poll()
+                continue
+            try:
+                rc = proc.wait(min(left, 0.25))
             except subprocess.TimeoutExpired:
                 pass
         if rc is None and self.closed:
