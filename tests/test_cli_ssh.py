@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from driftwatch.cli import main
-from tests.sshd import Sshd, free_port
+from tests.sshd import FAKE_NVIDIA_SMI, Sshd, free_port
 from tests.transport import wait_gone
 from tests.venvs import make_gpu_venv
 
@@ -78,7 +78,8 @@ def test_hung_nvidia_smi_times_out_others_complete_nothing_left_running(
     assert probes["python"]["status"] == probes["system"]["status"] == "ok"
     assert Path(entry["path"]).is_file()
     assert elapsed < 2 + 5, "the snapshot waited far beyond the probe deadline"
-    assert wait_gone("fakes/nvidia-smi", within=5) == [], "a hung nvidia-smi was left running on the host"
+    # This checkout's fake only: another checkout's test run on the machine is not ours.
+    assert wait_gone(str(FAKE_NVIDIA_SMI), within=5) == [], "a hung nvidia-smi was left running on the host"
 
 
 def test_unknown_host_key_is_refused_with_how_to_trust(
