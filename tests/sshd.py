@@ -131,7 +131,8 @@ def start_sshd(
     """Start sshd; ``extra_config`` lines are appended (for MaxStartups the last value counts).
     ``prefix`` runs before sshd (it must exec it, e.g. into a mount namespace), and
     ``session_env`` is set in every session (sshd's SetEnv); a ``PATH`` there replaces the
-    usual session PATH, after the fake nvidia-smi's directory (a host without `timeout`)."""
+    usual session PATH, after the fake nvidia-smi's directory (a host without `timeout`), and
+    a ``HOME`` there replaces the private empty home sessions get by default."""
     workdir.mkdir(parents=True, exist_ok=True)
     host_key = keygen(workdir / "host_ed25519")
     client_key = keygen(workdir / "client_ed25519")
@@ -142,11 +143,15 @@ def start_sshd(
     if os.geteuid() == 0:
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
     user = getpass.getuser()
+    # Sessions get a home of their own, as every host of a real fleet has: the developer
+    # machine's ~/.bashrc (pyenv init: a rehash under one machine-wide lock per login) would
+    # otherwise run in every session of every test, slow and contended under load.
+    session_env = {"HOME": str(private_home(workdir)), **(session_env or {})}
     last_error = ""
     for _ in range(3):  # the free port can be taken between our probe and sshd's bind
         port = free_port()
         server = _launch(workdir, sshd, host_key, client_key, authorized, user, port, extra_config,
-                         list(prefix), session_env or {})
+                         list(prefix), session_env)
         error = _wait_ready(server)
         if not error:
             return server
@@ -171,6 +176,14 @@ def _fake_bin(workdir: Path) -> Path:
 
 def shlex_quote(value: str) -> str:
     return "'" + value.replace("'", "'\\''") + "'"
+
+
+def private_home(workdir: Path) -> Path:
+    home = workdir / "home"
+    home.mkdir(exist_ok=True)
+    for name in (".bashrc", ".profile"):
+        (home / name).touch()
+    return home
 
 
 def _launch(

@@ -56,13 +56,13 @@ def test_healthy_host_every_probe_ok(remote: Path, capsys: pytest.CaptureFixture
     assert Path(entry["path"]).parent.name == "testhost"
 
 
-def test_odd_path_is_hashed_and_runs_nothing(remote: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_odd_path_is_hashed_and_runs_nothing(remote: Path, sshd: Sshd, capsys: pytest.CaptureFixture[str]) -> None:
     code, [entry], _ = snapshot_json(capsys, "testhost")
     files = entry["snapshot"]["probes"]["files"]["facts"]["files"]
     [(path, facts)] = files.items()
     assert path.endswith("odd name $(touch x).py")
     assert facts["sha256"] == hashlib.sha256(b"mem_fraction_static = 0.88\n").hexdigest()
-    assert code == 0 and not list(remote.rglob("x")) and not Path("/root/x").exists()
+    assert code == 0 and not list(remote.rglob("x")) and not (sshd.workdir / "home" / "x").exists()
 
 
 def test_hung_nvidia_smi_times_out_others_complete_nothing_left_running(
