@@ -57,7 +57,9 @@ def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capture
     h.src.mkdir()
     (h.src / "server_args.py").write_text("mem_fraction_static = None\n")
     (h.src / "scheduler.py").write_text("def schedule(): pass\n")
-    (tmp_path / "driftwatch.toml").write_text(f'timeout = 30\n[watch]\npython = ["{python}"]\nfiles = ["{h.src}/**/*.py"]\n')
+    (tmp_path / "driftwatch.toml").write_text(
+        f'timeout = 30\n[watch]\npython = ["{python}"]\nfiles = ["{h.src}/**/*.py"]\nprocesses = []\n'
+    )
     monkeypatch.chdir(tmp_path)
     h.snapshot("--label", "good")
     capsys.readouterr()

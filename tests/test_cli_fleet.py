@@ -45,6 +45,8 @@ def config(sshd: Sshd, venvs: dict[str, Path], tmp_path: Path) -> Iterator[Path]
     path.write_text(
         f'store = "{tmp_path / "snapshots"}"\nconnect_timeout = 3\n'
         f'ssh_config = "{sshd.ssh_config_path}"\nknown_hosts = "{sshd.known_hosts_path}"\n\n'
+        # No server patterns: the hosts share one machine, and a server is on none of them.
+        '[watch]\nprocesses = []\n\n'
         f'{hosts}[hosts.gone]\naddress = "root@127.0.0.1:{free_port()}"\n\n'
         '[groups]\nrack = ["gpu01", "gpu02", "gpu03"]\ngood = ["gpu01", "gpu02", "gpu04"]\n'
         'broken = ["gpu01", "gpu02", "gone"]\n'
