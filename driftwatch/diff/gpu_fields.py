@@ -91,6 +91,12 @@ FIELD_RULES: list[FieldRule] = [
         Severity.low,
         "memory errors the GPU fixed; a rising count can precede uncorrected ones",
     ),
+    _setting("retired_pages_pending", "page retirement pending", Severity.high,
+             "memory pages wait to be retired at the next GPU reset; until then they can still be used"),
+    _setting("remapped_rows_pending", "row remapping pending", Severity.high,
+             "a memory row waits to be remapped at the next GPU reset (drain and reset the GPU)"),
+    _setting("remapped_rows_failure", "row remapping failed", Severity.critical,
+             "the GPU ran out of spare rows: its memory can no longer be repaired"),
     pcie_rule,
     _setting(
         "memory_total_mib",
@@ -121,6 +127,9 @@ HANDLED_FIELDS = MEMORY_READINGS | frozenset(
     {
         "ecc_uncorrected_volatile",
         "ecc_corrected_volatile",
+        "retired_pages_pending",
+        "remapped_rows_pending",
+        "remapped_rows_failure",
         "pcie_gen",
         "pcie_width",
         "memory_total_mib",

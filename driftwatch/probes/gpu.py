@@ -44,6 +44,10 @@ FIELDS: tuple[GpuField, ...] = (
     GpuField("ecc.mode.current", "ecc_mode"),
     GpuField("ecc.errors.uncorrected.volatile.total", "ecc_uncorrected_volatile", int),
     GpuField("ecc.errors.corrected.volatile.total", "ecc_corrected_volatile", int),
+    # "Yes" when a retirement or row remap waits for the next GPU reset (or remapping failed).
+    GpuField("retired_pages.pending", "retired_pages_pending", optional=True),
+    GpuField("remapped_rows.pending", "remapped_rows_pending", optional=True),
+    GpuField("remapped_rows.failure", "remapped_rows_failure", optional=True),
     GpuField("pcie.link.gen.current", "pcie_gen", int),
     GpuField("pcie.link.width.current", "pcie_width", int),
     GpuField("pcie.link.gen.max", "pcie_gen_max", int),

@@ -45,6 +45,36 @@ def uncorrected_ecc(host: Host) -> list[Finding]:
     ]
 
 
+REPAIRS = (
+    ("remapped_rows_failure", Severity.critical, "row remapping failed: the GPU has no spare rows left",
+     "drain the host and replace the GPU"),
+    ("remapped_rows_pending", Severity.high, "a memory row remap is pending until the GPU is reset",
+     "drain the host, then reset the GPU (nvidia-smi -r) or reboot to complete the remap"),
+    ("retired_pages_pending", Severity.high, "memory pages are pending retirement until the GPU is reset",
+     "drain the host, then reset the GPU (nvidia-smi -r) or reboot to retire them"),
+)
+
+
+def pending_memory_repair(host: Host) -> list[Finding]:
+    """A page retirement or row remap the driver recorded and only a reset applies (or a
+    remap that failed): the bad memory is still in use until then."""
+    gpus = host.gpus()
+    if all(g.get(field) is None for g in gpus.values() for field, *_ in REPAIRS):
+        raise Missing("nvidia-smi reported no retired-page or remapped-row state (older snapshot or GPU)")
+    findings = []
+    for uuid, gpu in sorted(gpus.items()):
+        for field, severity, what, fix in REPAIRS:
+            if gpu.get(field) == "Yes":
+                findings.append(Finding(
+                    severity=severity,
+                    why=f"{gpu_label(gpu, uuid)}: {what}; jobs on it may hit memory errors until then",
+                    fix=fix, reference=MEMORY_ERRORS, subjects=(("gpu", uuid),), key=f"{uuid}:{field}",
+                    observed=True,
+                ))
+                break  # the most severe state of this GPU says it
+    return findings
+
+
 def pcie_degraded(host: Host) -> list[Finding]:
     gpus = host.gpus()
     if all(g.get("pcie_gen") is None and g.get("pcie_width") is None for g in gpus.values()):

@@ -52,6 +52,7 @@ RULES: dict[str, Rule] = {
     "nccl-debug-unset": settings.nccl_debug_unset,
     # the GPUs
     "uncorrected-ecc": gpu_state.uncorrected_ecc,
+    "pending-memory-repair": gpu_state.pending_memory_repair,
     "pcie-link-degraded": gpu_state.pcie_degraded,
     "persistence-off": gpu_state.persistence_off,
     "mig-on-server-gpu": gpu_state.mig_enabled,

@@ -191,3 +191,19 @@ def test_cloned_images_share_a_machine_id_but_are_different_hosts() -> None:
     assert result.summary["different_hosts"] is True and result.summary["cloned_image"] is True
     assert not [c for c in result.changes if "missing" in c.explanation]  # not "GPUs fell off the bus"
     assert {c.severity for c in result.changes} == {Severity.info}
+
+
+def test_a_row_remap_pending_is_a_high_change() -> None:
+    def edit(f: dict) -> None:
+        f["gpu"]["gpus"][GPU0]["remapped_rows_pending"] = "Yes"
+
+    before = baseline()
+    before["gpu"]["gpus"][GPU0]["remapped_rows_pending"] = "No"
+    changes = diff_snapshots(make_snapshot(**before), make_snapshot(minutes=5, **dict(before, gpu=None) | {"gpu": before["gpu"]})).changes
+    assert changes == []
+    after = baseline()
+    after["gpu"]["gpus"][GPU0]["remapped_rows_pending"] = "Yes"
+    [change] = [c for c in diff_snapshots(make_snapshot(**before), make_snapshot(minutes=5, **after)).changes
+                if c.category == "gpu"]
+    assert change.severity.rank >= Severity.high.rank
+    assert "row remapping pending No → Yes" in change.explanation

@@ -124,8 +124,8 @@ PHASES = ("idle", "load")
 GPU_KEYS = {
     "index", "name", "bus_id", "memory_total_mib", "memory_reserved_mib", "memory_used_mib",
     "memory_free_mib", "persistence_mode", "mig_mode", "ecc_mode", "ecc_uncorrected_volatile",
-    "ecc_corrected_volatile", "pcie_gen", "pcie_width", "pcie_gen_max", "pcie_width_max",
-    "compute_cap", "power_limit_w", "volatile",
+    "ecc_corrected_volatile", "retired_pages_pending", "remapped_rows_pending", "remapped_rows_failure",
+    "pcie_gen", "pcie_width", "pcie_gen_max", "pcie_width_max", "compute_cap", "power_limit_w", "volatile",
 }
 VOLATILE_KEYS = {
     "temperature_c", "power_draw_w", "sm_clock_mhz", "utilization_gpu_pct", "utilization_memory_pct",
@@ -313,6 +313,8 @@ def test_probe_h200_exact_facts(fake_smi: Path, monkeypatch: pytest.MonkeyPatch)
         "memory_total_mib": 143771, "memory_reserved_mib": 614, "memory_used_mib": 32362,
         "memory_free_mib": 110796, "persistence_mode": "Enabled", "mig_mode": "Disabled",
         "ecc_mode": "Enabled", "ecc_uncorrected_volatile": 0, "ecc_corrected_volatile": 0,
+        # The H200's driver: pages are remapped by rows, so retirement is [N/A].
+        "retired_pages_pending": None, "remapped_rows_pending": "No", "remapped_rows_failure": "No",
         "pcie_gen": 5, "pcie_width": 16, "pcie_gen_max": 5, "pcie_width_max": 16,
         "compute_cap": "9.0", "power_limit_w": 700.0,
         "volatile": {"temperature_c": 52, "power_draw_w": 627.4, "sm_clock_mhz": 1980,

@@ -118,3 +118,21 @@ def test_vllm_needs_its_utilization_free() -> None:
     [finding] = found("free-memory-below-fraction", make_snapshot(**facts))
     assert finding.observed and "--gpu-memory-utilization 0.9" in finding.why
     assert VLLM[0] == "vllm"
+
+
+def test_a_pending_row_remap_or_failed_remap_says_drain_and_reset() -> None:
+    def repair(state: dict[str, str]) -> Any:
+        facts = baseline()
+        for gpu in facts["gpu"]["gpus"].values():  # what H100/H200 drivers answer when healthy
+            gpu.update(retired_pages_pending=None, remapped_rows_pending="No", remapped_rows_failure="No")
+        facts["gpu"]["gpus"][GPU0].update(state)
+        return make_snapshot(**facts)
+
+    assert found("pending-memory-repair", repair({})) == []
+    [pending] = found("pending-memory-repair", repair({"remapped_rows_pending": "Yes"}))
+    assert pending.severity is Severity.high and pending.observed and pending.subjects == (("gpu", GPU0),)
+    assert "row remap is pending" in pending.why and "reset the GPU" in pending.fix
+    [failed] = found("pending-memory-repair", repair({"remapped_rows_pending": "Yes", "remapped_rows_failure": "Yes"}))
+    assert failed.severity is Severity.critical and "replace the GPU" in failed.fix
+    # An older snapshot (or a GPU that reports none of these): the rule says it could not run.
+    assert "no retired-page or remapped-row state" in not_run("pending-memory-repair", make_snapshot())
