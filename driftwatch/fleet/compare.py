@@ -38,6 +38,10 @@ class Finding:
     values: tuple[tuple[Hashable, tuple[str, ...]], ...]  # every value, when no majority
     hosts: int  # hosts that took part in this comparison
     focus: bool = False
+    label: str = ""  # how the sentence names the fact: "nvidia-nccl-cu12", "GPU 0 total memory (MiB)"
+    # The hosts that hold the majority value, for a report that shows every host's cell
+    # (JSON counts them instead: a thousand agreeing hosts are not worth naming).
+    majority_hosts: tuple[str, ...] = ()
     # (label, every host's value): two facts with the same words and the same split are
     # one finding (NCCL as a wheel and as the CUDA stack's; torch likewise).
     same_as: tuple[str, frozenset[tuple[str, Hashable]]] = field(default=("", frozenset()), repr=False)
@@ -134,7 +138,8 @@ def _judge(path: str, template: Fact, facts: dict[str, Fact | None]) -> Finding 
         fact=path, category=template.category, item=template.item,
         severity=max((f.severity for f in present), key=lambda s: s.rank),
         explanation=text, detail=detail, majority=majority, outliers=outliers, values=spread,
-        hosts=len(values), focus=any(f.focus for f in present),
+        hosts=len(values), focus=any(f.focus for f in present), label=template.label,
+        majority_hosts=tuple(h for h, v in values.items() if majority is not None and v == top),
         same_as=(template.label, frozenset(values.items())),
     )
 
