@@ -25,8 +25,17 @@ def _labels(moment: Moment) -> str:
 def step_title(step: Step) -> str:
     """``2026-03-02 04:10:11 UTC [good] (since 2026-03-01 10:00:00 UTC)``: the change
     happened between the two snapshots; the first time is when it was seen."""
+    return f"{step_when(step)} ({step_since(step)})"
+
+
+def step_when(step: Step) -> str:
+    """When the step was first seen: the later snapshot's time and labels."""
+    return f"{_time(step.after.taken_at)}{_labels(step.after)}"
+
+
+def step_since(step: Step) -> str:
     skipped = f"; {plural(step.unreadable_between, 'unreadable snapshot')} between, skipped" if step.unreadable_between else ""
-    return f"{_time(step.after.taken_at)}{_labels(step.after)} (since {_time(step.before.taken_at)}{_labels(step.before)}{skipped})"
+    return f"since {_time(step.before.taken_at)}{_labels(step.before)}{skipped}"
 
 
 def headline(history: History) -> str:
@@ -42,12 +51,12 @@ def headline(history: History) -> str:
     )
 
 
-def _visible(history: History, show_all: bool) -> list[Step]:
+def visible_steps(history: History, show_all: bool) -> list[Step]:
     """Steps whose only changes were ignored are counted, not shown, unless --all."""
     return [s for s in history.steps if show_all or any(c.status != "ignored" for c in s.changes)]
 
 
-def _quiet_line(history: History, show_all: bool) -> str | None:
+def quiet_line(history: History, show_all: bool) -> str | None:
     if show_all or not history.quiet_steps:
         return None
     return f"{plural(history.quiet_steps, 'step')} with only ignored changes not shown (--all shows them)"
@@ -57,11 +66,11 @@ def print_terminal(console: Console, history: History, *, show_all: bool = False
     console.print(Text(clean(headline(history)), style="bold"))
     if history.unreadable:
         console.print(Text(f"{plural(history.unreadable, 'unreadable snapshot file')} skipped (named on stderr)", style="yellow"))
-    for step in _visible(history, show_all):
+    for step in visible_steps(history, show_all):
         console.print()
         console.print(Text(clean(step_title(step)), style="bold cyan"))
         print_changes(console, step.changes, show_ignored=show_all, show_context=show_all, indent="  ")
-    quiet = _quiet_line(history, show_all)
+    quiet = quiet_line(history, show_all)
     if quiet:
         console.print()
         console.print(Text(quiet, style="dim"))
@@ -69,12 +78,12 @@ def print_terminal(console: Console, history: History, *, show_all: bool = False
 
 def render_markdown(history: History, *, show_all: bool = False) -> str:
     lines = [f"**driftwatch history:** {md_text(headline(history))}"]
-    for step in _visible(history, show_all):
+    for step in visible_steps(history, show_all):
         lines += ["", f"### {md_text(step_title(step))}"]
         lines += markdown_rows(step.changes, show_ignored=show_all, show_context=show_all)
         for folded in filter(None, [None if show_all else folded_context(step.changes), ignored_line(step.changes, show_all)]):
             lines += ["", f"_{md_text(folded)}_"]
-    quiet = _quiet_line(history, show_all)
+    quiet = quiet_line(history, show_all)
     if quiet:
         lines += ["", f"_{md_text(quiet)}_"]
     return "\n".join(lines) + "\n"

@@ -1,0 +1,177 @@
+"""The fleet as one HTML page: a matrix of hosts × facts with every outlier cell marked and
+its majority value on hover, then the findings as the terminal report lists them.
+
+Columns: the headline facts (``fleet/headline.py``) that any host has, then one per fact
+with a finding that no headline column stands for, in the findings' rank order. Cells of
+a headline column show each host's headline value; cells of a finding's column show the
+value the comparison saw. The matrix reads only the ``FleetResult`` and a small dict of
+headline facts per host, never the snapshots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+
+from driftwatch.diff import Severity
+from driftwatch.fleet import FleetResult
+from driftwatch.fleet.compare import Finding
+from driftwatch.fleet.explain import show
+from driftwatch.fleet.headline import COLUMNS, column_of
+from driftwatch.report.diff import IGNORED_TITLE, ignored_summary
+from driftwatch.report.html.page import extra_fields, extra_sections, render
+
+# Finding.to_json's keys this page lays out; others are listed with the finding.
+FINDING_KEYS = frozenset({
+    "category", "item", "fact", "severity", "explanation", "compared", "majority", "outliers", "values",
+})
+RESULT_KEYS = frozenset({"findings", "ignored", "summary"})
+UNCOMPARED = "not compared: its probe failed, or it is compared only with hosts that share what this depends on"
+
+
+@dataclass(frozen=True)
+class Cell:
+    text: str
+    kind: str  # "" (agrees or no finding), "outlier", "split" (no majority), "uncompared"
+    title: str
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str  # a headline column's key or a fact path: the cells' data-fact
+    title: str
+    tone: str  # the severity of its most severe finding; "" when none
+    hint: str
+
+
+@dataclass(frozen=True)
+class Row:
+    host: str
+    odd: bool
+    cells: list[Cell]
+
+
+@dataclass(frozen=True)
+class FindingRow:
+    tone: str
+    category: str
+    item: str
+    hosts: str
+    explanation: str
+    extra: list[tuple[str, str]]
+
+
+def matrix(result: FleetResult, headlines: Mapping[str, Mapping[str, str]]) -> tuple[list[Column], list[Row]]:
+    hosts: list[str] = list(result.summary["hosts"])
+    found: dict[str, list[Finding]] = {}
+    titles: dict[str, str] = {}
+    for finding in result.findings:
+        column = column_of(finding.fact)
+        key = column.key if column else finding.fact
+        found.setdefault(key, []).append(finding)
+        titles[key] = column.title if column else finding.label or finding.item
+    keys = [c.key for c in COLUMNS if c.key in found or any(headlines.get(h, {}).get(c.key) for h in hosts)]
+    headline_keys = {c.key for c in COLUMNS}
+    keys += [key for key in found if key not in headline_keys]
+    titles.update({c.key: c.title for c in COLUMNS})
+    columns = [_column(key, titles[key], found.get(key, [])) for key in keys]
+    odd = set(result.summary.get("outlier_hosts", []))
+    rows = [
+        Row(host, host in odd, [
+            _cell(host, found.get(key, []), headlines.get(host, {}).get(key) if key in headline_keys else None)
+            for key in keys
+        ])
+        for host in hosts
+    ]
+    return columns, rows
+
+
+def _column(key: str, title: str, findings: list[Finding]) -> Column:
+    if not findings:
+        return Column(key, title, "", "")
+    worst = max((f.severity for f in findings), key=lambda s: s.rank)
+    labels = ", ".join(dict.fromkeys(f.label or f.item for f in findings))
+    return Column(key, title, worst.value, f"{worst.value}: {labels}")
+
+
+def _role(finding: Finding, host: str) -> tuple[str, Hashable] | None:
+    """How ``host`` stands in ``finding``: ("outlier" | "agrees" | "split", its value), or None."""
+    for name, value in finding.outliers:
+        if name == host:
+            return "outlier", value
+    if finding.majority is not None and host in finding.majority_hosts:
+        return "agrees", finding.majority[0]
+    for value, names in finding.values:
+        if host in names:
+            return "split", value
+    return None
+
+
+def _why(finding: Finding, role: str, value: Hashable) -> str:
+    label = finding.label or finding.item
+    if role == "split":
+        spread = "; ".join(f"{show(v)} on {', '.join(names)}" for v, names in finding.values)
+        return f"{label}: no majority ({spread})"
+    assert finding.majority is not None
+    majority, count = finding.majority
+    here = f"{show(value)} here, " if role == "outlier" else ""
+    return f"{label}: {here}majority {show(majority)} ({count} of {finding.hosts} hosts)"
+
+
+def _cell(host: str, findings: list[Finding], headline: str | None) -> Cell:
+    roles = [(f, r) for f, r in ((f, _role(f, host)) for f in findings) if r is not None]
+    kinds = {role for _, (role, _) in roles}
+    kind = "outlier" if "outlier" in kinds else "split" if "split" in kinds else ""
+    title = " · ".join(_why(f, role, value) for f, (role, value) in roles if role != "agrees" or kind)
+    if headline is not None or not findings:  # a headline column: the host's headline value
+        seen = next((show(value) for _, (role, value) in roles if role != "agrees"), "")
+        return Cell(headline or seen or "—", kind, title)
+    if not roles:
+        return Cell("—", "uncompared", UNCOMPARED)
+    first = next((r for _, r in roles if r[0] != "agrees"), roles[0][1])
+    return Cell(show(first[1]), kind, title)
+
+
+def _named(finding: Finding) -> str:
+    return ", ".join(h for h, _ in finding.outliers) or ", ".join(h for _, hs in finding.values for h in hs)
+
+
+def finding_row(finding: Finding, tone: str | None = None, explanation: str | None = None) -> FindingRow:
+    return FindingRow(
+        tone=tone or finding.severity.value, category=finding.category, item=finding.label or finding.item,
+        hosts=_named(finding), explanation=explanation or finding.explanation,
+        extra=extra_fields(finding.to_json(), FINDING_KEYS),
+    )
+
+
+def finding_groups(result: FleetResult, show_ignored: bool) -> list[tuple[str, str, list[FindingRow]]]:
+    """(title, tone, rows): by severity, most severe first, then (with --all) the ignored."""
+    by_severity: dict[Severity, list[FindingRow]] = {}
+    for finding in result.findings:
+        by_severity.setdefault(finding.severity, []).append(finding_row(finding))
+    found = [(s.value.upper(), s.value, rows) for s, rows in sorted(by_severity.items(), key=lambda i: -i[0].rank)]
+    if show_ignored and result.ignored:
+        rows = [finding_row(f, "ignored", f"{f.explanation} — ignored by {w.rule}: {w.reason}") for f, w in result.ignored]
+        found.append((IGNORED_TITLE, "ignored", rows))
+    return found
+
+
+def render_fleet(
+    result: FleetResult, headlines: Mapping[str, Mapping[str, str]] | None = None, *, show_ignored: bool = False
+) -> str:
+    """``headlines``: each host's ``headline_facts`` (hosts without one show only findings' values)."""
+    columns, rows = matrix(result, headlines or {})
+    summary = result.summary
+    ignored = ignored_summary([f"{f.category} {f.item}" for f, _ in result.ignored], show_ignored)
+    return render(
+        "fleet.html.j2",
+        title=f"driftwatch fleet: {summary['headline']}",
+        headline=summary["headline"],
+        hosts=list(summary["hosts"]),
+        left_out=[(u["host"], u["error"]) for u in summary.get("unreachable", [])],
+        columns=columns,
+        rows=rows,
+        groups=finding_groups(result, show_ignored),
+        notes=[ignored] if ignored else [],
+        extras=extra_sections(result.to_json(), RESULT_KEYS),
+    )
