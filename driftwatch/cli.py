@@ -53,6 +53,7 @@ app = typer.Typer(
 ConfigOpt = Annotated[Optional[str], typer.Option("--config", metavar="FILE", help="Config file (TOML). Default: ./driftwatch.toml, then ~/.config/driftwatch/config.toml.")]
 StoreOpt = Annotated[Optional[str], typer.Option("--store", metavar="DIR", help="Snapshot store folder (default from config: ./snapshots).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout, nothing else.")]
+HtmlOpt = Annotated[Optional[str], typer.Option("--html", metavar="FILE", help="Also write the report as one self-contained HTML page (no script, nothing fetched: opens from an email attachment).")]
 MIN_SECONDS, MAX_SECONDS = 0.1, 86400.0  # MAX_SECONDS: config.MAX_SECONDS (not imported: pydantic is slow to load)
 MAX_KEEP_DAYS = 36500.0
 
@@ -145,6 +146,7 @@ def diff(
     json_out: JsonOpt = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Markdown, for pasting into an issue.")] = False,
     all_: Annotated[bool, typer.Option("--all", help="Also show volatile readings (temperature, clocks, uptime...) and the changes the config's ignore rules hide.")] = False,
+    html: HtmlOpt = None,
     config: ConfigOpt = None,
     store: StoreOpt = None,
 ) -> int:
@@ -157,7 +159,10 @@ def diff(
     """
     from driftwatch.commands.diff import run_diff
 
-    return run_diff(old, new, json_out=json_out, markdown=markdown, include_volatile=all_, config_path=config, store_path=store)
+    return run_diff(
+        old, new, json_out=json_out, markdown=markdown, include_volatile=all_, config_path=config, store_path=store,
+        html=html,
+    )
 
 
 @app.command(cls=Command, short_help="Snapshot now, diff against the baseline, alert.")
@@ -212,6 +217,7 @@ def fleet(
     parallel: Annotated[int, typer.Option("--parallel", metavar="N", help="Hosts snapshotted at once (with --snapshot).", min=1)] = 32,
     timeout: Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", help="Per-probe deadline in seconds (with --snapshot).", callback=_seconds)] = None,
     all_: Annotated[bool, typer.Option("--all", help="Also list the findings the config's ignore rules hide.")] = False,
+    html: Annotated[Optional[str], typer.Option("--html", metavar="FILE", help="Also write a self-contained HTML page: a matrix of hosts × facts, every outlier cell marked, its majority value on hover.")] = None,
     config: ConfigOpt = None,
     store: StoreOpt = None,
 ) -> int:
@@ -226,7 +232,8 @@ def fleet(
     from driftwatch.commands.fleet import FleetRequest, run_fleet
 
     request = FleetRequest(
-        fresh=snapshot_now, json_out=json_out, markdown=markdown, parallel=parallel, timeout=timeout, show_ignored=all_
+        fresh=snapshot_now, json_out=json_out, markdown=markdown, parallel=parallel, timeout=timeout, show_ignored=all_,
+        html=html,
     )
     return run_fleet(targets, request, config_path=config, store_path=store)
 
@@ -239,6 +246,7 @@ def history(
     json_out: JsonOpt = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Markdown, for pasting into an issue.")] = False,
     all_: Annotated[bool, typer.Option("--all", help="Also list the context findings (folded into a count otherwise) and the changes the config's ignore rules hide.")] = False,
+    html: Annotated[Optional[str], typer.Option("--html", metavar="FILE", help="Also write the timeline as one self-contained HTML page.")] = None,
     config: ConfigOpt = None,
     store: StoreOpt = None,
 ) -> int:
@@ -258,7 +266,7 @@ def history(
 
     return run_history(
         host, pattern=item, since=since, json_out=json_out, markdown=markdown, show_all=all_,
-        config_path=config, store_path=store,
+        config_path=config, store_path=store, html=html,
     )
 
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_json
 
 from driftwatch.config import Config, load_config
+from driftwatch.errors import UserError
+from driftwatch.fileio import replace_file
 from driftwatch.model import utcnow
 from driftwatch.store import SnapshotStore
 from driftwatch.triage.ignore import Ignoring
@@ -92,3 +96,32 @@ def emit(
         sys.stdout.write(markdown())
     else:
         terminal(stdout_console())
+
+
+def html_path(name: str | None) -> Path | None:
+    """``--html FILE``, checked before the command does its work (a fleet snapshot of 64
+    hosts is not redone for a mistyped folder). The write itself can still fail: write_html."""
+    if name is None:
+        return None
+    path = Path(name)
+    if not name.strip():
+        raise UserError("--html needs a file name, e.g. --html report.html")
+    if path.is_dir():
+        raise UserError(f"--html {name}: is a folder; name a file in it")
+    if not path.parent.is_dir():
+        raise UserError(f"--html {name}: no folder {path.parent}")
+    return path
+
+
+def write_html(path: Path | None, page: Callable[[], str]) -> None:
+    """Write the page to ``path`` whole or not at all (temp file, then rename), as a file
+    the shell's ``>`` would make: mode 0666 less the umask."""
+    if path is None:
+        return
+    data = page().encode("utf-8")
+    umask = os.umask(0o022)
+    os.umask(umask)
+    try:
+        replace_file(path, data, mode=0o666 & ~umask)
+    except OSError as exc:
+        raise UserError(f"cannot write --html {path}: {exc.strerror or exc}") from exc

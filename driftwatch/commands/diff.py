@@ -8,7 +8,9 @@ from pathlib import Path
 
 from rich.text import Text
 
-from driftwatch.commands.common import emit, ignoring, load, stderr_console, store_warnings, warn, warn_unused_rules
+from driftwatch.commands.common import (
+    emit, html_path, ignoring, load, stderr_console, store_warnings, warn, warn_unused_rules, write_html,
+)
 from driftwatch.diff import DiffOptions, DiffResult, diff_snapshots
 from driftwatch.errors import UserError
 from driftwatch.report.diff import print_terminal, render_markdown
@@ -46,11 +48,18 @@ def print_report(result: DiffResult, form: str, *, show_ignored: bool = False) -
     )
 
 
+def html_page(result: DiffResult, *, show_ignored: bool) -> str:
+    from driftwatch.report.html.diff import render_diff  # jinja2: only for --html
+
+    return render_diff(result, show_ignored=show_ignored)
+
+
 def run_diff(
     old_ref: str, new_ref: str, *, json_out: bool, markdown: bool, include_volatile: bool,
-    config_path: str | None, store_path: str | None,
+    config_path: str | None, store_path: str | None, html: str | None = None,
 ) -> int:
     form = output_format(json_out, markdown)
+    html_file = html_path(html)
     config, store = load(config_path, store_path)
     with store_warnings(store):
         old, new = resolve_ref(store, old_ref), resolve_ref(store, new_ref)
@@ -71,6 +80,7 @@ def run_diff(
     use = RuleUse()
     result = triage(result, host=host, ignoring=ignoring(config), acceptances=acceptances, use=use)
     warn_unused_rules(config, use)
+    write_html(html_file, lambda: html_page(result, show_ignored=include_volatile))
     print_report(result, form, show_ignored=include_volatile)
     return EXIT_DRIFT if result.drift else EXIT_OK
 

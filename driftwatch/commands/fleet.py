@@ -8,13 +8,14 @@ from rich.console import Console
 from rich.text import Text
 
 from driftwatch.commands.common import (
-    emit, host_message, ignoring, load, stderr_console, store_warnings, warn_unused_rules,
+    emit, host_message, html_path, ignoring, load, stderr_console, store_warnings, warn_unused_rules, write_html,
 )
 from driftwatch.commands.diff import output_format
 from driftwatch.config import Config, Target, resolve_targets
 from driftwatch.diff import DiffOptions, Severity
 from driftwatch.errors import UserError
 from driftwatch.fleet import FleetResult, compare_fleet
+from driftwatch.fleet.headline import headline_facts
 from driftwatch.model import Snapshot
 from driftwatch.report.diff import IGNORED_TITLE, SEVERITY_STYLE, ignored_summary, md_cell, md_text
 from driftwatch.report.safe import clean
@@ -33,11 +34,13 @@ class FleetRequest:
     parallel: int = 32
     timeout: float | None = None
     show_ignored: bool = False  # --all: list the findings [[ignore]] rules hide
+    html: str | None = None  # --html FILE
     unreachable: list[tuple[str, str]] = field(default_factory=list)
 
 
 def run_fleet(words: list[str], request: FleetRequest, *, config_path: str | None, store_path: str | None) -> int:
     form = output_format(request.json_out, request.markdown)
+    html_file = html_path(request.html)
     config, store = load(config_path, store_path)
     targets = resolve_targets(config, words)
     if len(targets) < 2:
@@ -53,6 +56,9 @@ def run_fleet(words: list[str], request: FleetRequest, *, config_path: str | Non
     result = ignore_findings(compare_fleet(snapshots, options), ignoring(config), use)
     warn_unused_rules(config, use)
     result.summary["unreachable"] = [{"host": h, "error": e} for h, e in request.unreachable]
+    # The matrix needs a dozen short facts per host, never the snapshots themselves.
+    headlines = {host: headline_facts(snapshot) for host, snapshot in snapshots.items()} if html_file else {}
+    write_html(html_file, lambda: _html_page(result, headlines, request.show_ignored))
     emit(
         form, result.to_json, lambda: render_markdown(result, request.show_ignored),
         lambda console: print_terminal(console, result, request.show_ignored),
@@ -60,6 +66,12 @@ def run_fleet(words: list[str], request: FleetRequest, *, config_path: str | Non
     if request.unreachable:
         return EXIT_ERROR  # each host's outcome is data; the exit code is the worst one
     return EXIT_OK if result.agree else EXIT_OUTLIERS
+
+
+def _html_page(result: FleetResult, headlines: dict[str, dict[str, str]], show_ignored: bool) -> str:
+    from driftwatch.report.html.fleet import render_fleet  # jinja2: only for --html
+
+    return render_fleet(result, headlines, show_ignored=show_ignored)
 
 
 def _stored(targets: list[Target], store: SnapshotStore, request: FleetRequest) -> dict[str, Snapshot]:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from driftwatch.commands.common import emit, ignoring, load, store_warnings, warn_unused_rules
+from driftwatch.commands.common import emit, html_path, ignoring, load, store_warnings, warn_unused_rules, write_html
 from driftwatch.commands.diff import output_format
 from driftwatch.config import host_watch
 from driftwatch.diff import DiffOptions
 from driftwatch.errors import UserError
-from driftwatch.history import HistoryQuery, walk_history
+from driftwatch.history import History, HistoryQuery, walk_history
 from driftwatch.model import Snapshot, utcnow
 from driftwatch.report.history import print_terminal, render_markdown
 from driftwatch.store import SnapshotStore
@@ -22,9 +22,10 @@ EXIT_OK = 0
 
 def run_history(
     host: str, *, pattern: str | None, since: str | None, json_out: bool, markdown: bool, show_all: bool,
-    config_path: str | None, store_path: str | None,
+    config_path: str | None, store_path: str | None, html: str | None = None,
 ) -> int:
     form = output_format(json_out, markdown)
+    html_file = html_path(html)
     if pattern is not None and not pattern.strip():
         raise UserError("--item needs a word or a glob, e.g. --item nccl")
     since_at = parse_when(since, now=utcnow(), end_of_day=False, relative_sign=-1) if since else None
@@ -41,11 +42,18 @@ def run_history(
     with store_warnings(store):  # each damaged file named once, on stderr
         history = walk_history(_one_at_a_time(store, paths), query, use)
     warn_unused_rules(config, use)
+    write_html(html_file, lambda: _html_page(history, show_all))
     emit(
         form, history.to_json, lambda: render_markdown(history, show_all=show_all),
         lambda console: print_terminal(console, history, show_all=show_all),
     )
     return EXIT_OK
+
+
+def _html_page(history: History, show_all: bool) -> str:
+    from driftwatch.report.html.history import render_history  # jinja2: only for --html
+
+    return render_history(history, show_all=show_all)
 
 
 def _one_at_a_time(store: SnapshotStore, paths: list[Path]) -> Iterator[Snapshot | None]:
