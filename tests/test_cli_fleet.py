@@ -186,3 +186,22 @@ def test_an_ignore_rule_for_the_odd_host_makes_the_fleet_agree(stored: Path, cap
     code, out, err = fleet(capsys, stored, "rack", "--json")
     assert code == 2 and json.loads(out)["ignored"] == []  # gpu03 is the one that differs
     assert "[[ignore]] #1 (package evil*)" in err and "matched nothing in this run" in err
+
+
+def test_html_matrix_of_hosts_snapshotted_now(config: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from tests.report.html.dom import parse
+
+    report = tmp_path / "rack.html"
+    code, out, err = fleet(capsys, config, "rack", "--snapshot", "--html", str(report))
+    assert code == 2, err
+    assert out.splitlines()[0].startswith("1 odd host out of 3: gpu03")
+    matrix = parse(report.read_text(encoding="utf-8")).find("table", "matrix")
+    marked = {(td.attrs["data-host"], td.attrs["data-fact"]) for td in matrix.find_all("td", "outlier")}
+    assert marked == {("gpu03", "nccl")}
+    cells = {(td.attrs["data-host"], td.attrs["data-fact"]): td for td in matrix.find_all("td")}
+    assert [cells[h, "nccl"].text for h in ("gpu01", "gpu02", "gpu03")] == ["2.27.3", "2.27.3", "2.21.5"]
+    assert "majority 2.27.3 (2 of 3 hosts)" in cells["gpu03", "nccl"].attrs["title"]
+    # The real probes' headline facts, the same on every host: driver, GPUs, torch from the venv.
+    for fact in ("driver", "gpu-count", "torch", "sglang"):
+        assert len({cells[h, fact].text for h in ("gpu01", "gpu02", "gpu03")}) == 1, fact
+        assert cells["gpu01", fact].text not in ("", "—"), fact

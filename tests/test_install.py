@@ -48,5 +48,12 @@ def test_readme_install_and_run_works_on_the_system_python(tmp_path: Path) -> No
     assert "installed driftwatch" in result.stdout
     assert "Driver and CUDA" in result.stdout or "Probes that failed" in result.stdout  # the show page
     assert list((workdir / "snapshots").rglob("*.json"))
+    # The HTML templates are package data: an installed (not editable) copy renders a page.
+    report = subprocess.run(
+        [str(home / ".local" / "bin" / "driftwatch"), "diff", "local@latest", "local@latest", "--html", "diff.html"],
+        cwd=workdir, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert report.returncode == 0, report.stdout + report.stderr
+    assert "<h1>driftwatch diff</h1>" in (workdir / "diff.html").read_text(encoding="utf-8")
     if not managed:
         pytest.skip("this system Python is not externally managed: the PEP 668 case was not exercised")
