@@ -101,7 +101,7 @@ class RuledResult(DiffResult):
 
 def test_fields_a_later_feature_adds_are_shown_not_dropped() -> None:
     base = diff_after(incident)
-    changes = [RuledChange(**{f.name: getattr(c, f.name) for f in dataclasses.fields(Change)}, fix="pip install x")
+    changes: list[Change] = [RuledChange(**{f.name: getattr(c, f.name) for f in dataclasses.fields(Change)}, fix="pip install x")
                for c in base.changes]
     root = parse(render_diff(RuledResult(changes, base.summary)))
     extra = rows(root)["sgl-kernel"].find("dl", "extra")
