@@ -102,7 +102,7 @@ def extra_sections(document: dict[str, Any], known: Iterable[str]) -> list[Extra
 
 
 def _extra(key: str, value: Any) -> Extra:
-    title = key.replace("_", " ")
+    title = key.replace("_", " ").capitalize()  # known_bad: "Known bad"
     if _records(value):
         return Extra(title, [_table("", value)])
     if isinstance(value, dict) and all(_records(v) for v in value.values()):

@@ -107,6 +107,6 @@ def test_fields_a_later_feature_adds_are_shown_not_dropped() -> None:
     extra = rows(root)["sgl-kernel"].find("dl", "extra")
     assert [n.text for n in extra.find_all("dt")] == ["fix"] and extra.find("dd").text == "pip install x"
     section = root.find("section", "extra")
-    assert section.find("h2").text == "known bad"
+    assert section.find("h2").text == "Known bad"
     assert [th.text for th in section.find_all("th")] == ["rule", "why"]
     assert [td.text for td in section.find_all("td")] == ["nccl-mismatch", "torch pins <2.28>"]
