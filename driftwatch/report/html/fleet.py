@@ -26,6 +26,7 @@ FINDING_KEYS = frozenset({
     "category", "item", "fact", "severity", "explanation", "compared", "majority", "outliers", "values",
 })
 RESULT_KEYS = frozenset({"findings", "ignored", "summary"})
+HEADLINE_KEYS = frozenset(c.key for c in COLUMNS)
 UNCOMPARED = "not compared: its probe failed, or it is compared only with hosts that share what this depends on"
 
 
@@ -63,35 +64,35 @@ class FindingRow:
 
 def matrix(result: FleetResult, headlines: Mapping[str, Mapping[str, str]]) -> tuple[list[Column], list[Row]]:
     hosts: list[str] = list(result.summary["hosts"])
-    found: dict[str, list[Finding]] = {}
-    titles: dict[str, str] = {}
+    found: dict[str, list[Finding]] = {}  # column key → its findings, in rank order
+    titles = {c.key: c.title for c in COLUMNS}
     for finding in result.findings:
         column = column_of(finding.fact)
         key = column.key if column else finding.fact
         found.setdefault(key, []).append(finding)
-        titles[key] = column.title if column else finding.label or finding.item
-    keys = [c.key for c in COLUMNS if c.key in found or any(headlines.get(h, {}).get(c.key) for h in hosts)]
-    headline_keys = {c.key for c in COLUMNS}
-    keys += [key for key in found if key not in headline_keys]
-    titles.update({c.key: c.title for c in COLUMNS})
-    columns = [_column(key, titles[key], found.get(key, [])) for key in keys]
+        titles.setdefault(key, finding.label or finding.item)
+    shown = [c.key for c in COLUMNS if c.key in found or any(headlines.get(h, {}).get(c.key) for h in hosts)]
+    keys = shown + [key for key in found if key not in HEADLINE_KEYS]
+
+    def headline(host: str, key: str) -> str:
+        return headlines.get(host, {}).get(key, "") if key in HEADLINE_KEYS else ""
+
     odd = set(result.summary.get("outlier_hosts", []))
     rows = [
-        Row(host, host in odd, [
-            _cell(host, found.get(key, []), headlines.get(host, {}).get(key) if key in headline_keys else None)
-            for key in keys
-        ])
-        for host in hosts
+        Row(host, host in odd, [_cell(host, found.get(key, []), headline(host, key)) for key in keys]) for host in hosts
     ]
-    return columns, rows
+    return _columns(keys, titles, found), rows
 
 
-def _column(key: str, title: str, findings: list[Finding]) -> Column:
-    if not findings:
-        return Column(key, title, "", "")
-    worst = max((f.severity for f in findings), key=lambda s: s.rank)
-    labels = ", ".join(dict.fromkeys(f.label or f.item for f in findings))
-    return Column(key, title, worst.value, f"{worst.value}: {labels}")
+
+def _columns(keys: list[str], titles: dict[str, str], found: dict[str, list[Finding]]) -> list[Column]:
+    columns = []
+    for key in keys:
+        findings = found.get(key, [])
+        worst = max((f.severity for f in findings), key=lambda s: s.rank, default=None)
+        labels = ", ".join(dict.fromkeys(f.label or f.item for f in findings))
+        columns.append(Column(key, titles[key], worst.value if worst else "", f"{worst.value}: {labels}" if worst else ""))
+    return columns
 
 
 def _role(finding: Finding, host: str) -> tuple[str, Hashable] | None:
@@ -114,22 +115,22 @@ def _why(finding: Finding, role: str, value: Hashable) -> str:
         return f"{label}: no majority ({spread})"
     assert finding.majority is not None
     majority, count = finding.majority
-    here = f"{show(value)} here, " if role == "outlier" else ""
-    return f"{label}: {here}majority {show(majority)} ({count} of {finding.hosts} hosts)"
+    return f"{label}: {show(value)} here, majority {show(majority)} ({count} of {finding.hosts} hosts)"
 
 
-def _cell(host: str, findings: list[Finding], headline: str | None) -> Cell:
-    roles = [(f, r) for f, r in ((f, _role(f, host)) for f in findings) if r is not None]
-    kinds = {role for _, (role, _) in roles}
-    kind = "outlier" if "outlier" in kinds else "split" if "split" in kinds else ""
-    title = " · ".join(_why(f, role, value) for f, (role, value) in roles if role != "agrees" or kind)
-    if headline is not None or not findings:  # a headline column: the host's headline value
-        seen = next((show(value) for _, (role, value) in roles if role != "agrees"), "")
-        return Cell(headline or seen or "—", kind, title)
-    if not roles:
+def _cell(host: str, findings: list[Finding], headline: str) -> Cell:
+    """``headline``: the host's headline value for a headline column ("" for others)."""
+    roles = [(f, *role) for f in findings if (role := _role(f, host)) is not None]
+    marked = [(f, role, value) for f, role, value in roles if role != "agrees"]
+    kind = "outlier" if any(role == "outlier" for _, role, _ in marked) else "split" if marked else ""
+    title = " · ".join(_why(*entry) for entry in marked)
+    if headline:
+        return Cell(headline, kind, title)
+    if roles:  # the value the comparison saw
+        return Cell(show((marked or roles)[0][2]), kind, title)
+    if findings:  # its probe failed, or it differs on what this fact is compared within
         return Cell("—", "uncompared", UNCOMPARED)
-    first = next((r for _, r in roles if r[0] != "agrees"), roles[0][1])
-    return Cell(show(first[1]), kind, title)
+    return Cell("—", "", "")  # nothing recorded (no server running: no memory fraction)
 
 
 def _named(finding: Finding) -> str:

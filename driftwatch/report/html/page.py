@@ -13,6 +13,7 @@ Text from hosts is data. Two layers keep it so:
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -34,21 +35,16 @@ def _finalize(value: Any) -> Any:
     return "" if value is None else clean(value)
 
 
-_ENVIRONMENT: Environment | None = None
-
-
+@functools.cache
 def environment() -> Environment:
-    global _ENVIRONMENT
-    if _ENVIRONMENT is None:
-        _ENVIRONMENT = Environment(
-            loader=PackageLoader("driftwatch.report.html", "templates"),
-            autoescape=True,  # every template, whatever its name
-            finalize=_finalize,
-            undefined=StrictUndefined,  # a misspelt name is a bug, not an empty cell
-            trim_blocks=True,
-            lstrip_blocks=True,
-        )
-    return _ENVIRONMENT
+    return Environment(
+        loader=PackageLoader("driftwatch.report.html", "templates"),
+        autoescape=True,  # every template, whatever its name
+        finalize=_finalize,
+        undefined=StrictUndefined,  # a misspelt name is a bug, not an empty cell
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
 
 
 def render(template: str, **context: Any) -> str:
