@@ -27,6 +27,8 @@ FINDING_KEYS = frozenset({
 })
 RESULT_KEYS = frozenset({"findings", "ignored", "summary"})
 HEADLINE_KEYS = frozenset(c.key for c in COLUMNS)
+# A finding with how each host stands in it: host → ("outlier" | "agrees" | "split", value).
+Placed = tuple[Finding, dict[str, tuple[str, Hashable]]]
 UNCOMPARED = "not compared: its probe failed, or it is compared only with hosts that share what this depends on"
 
 
@@ -64,12 +66,12 @@ class FindingRow:
 
 def matrix(result: FleetResult, headlines: Mapping[str, Mapping[str, str]]) -> tuple[list[Column], list[Row]]:
     hosts: list[str] = list(result.summary["hosts"])
-    found: dict[str, list[Finding]] = {}  # column key → its findings, in rank order
+    found: dict[str, list[Placed]] = {}  # column key → its findings, in rank order
     titles = {c.key: c.title for c in COLUMNS}
     for finding in result.findings:
         column = column_of(finding.fact)
         key = column.key if column else finding.fact
-        found.setdefault(key, []).append(finding)
+        found.setdefault(key, []).append((finding, _roles(finding)))
         titles.setdefault(key, finding.label or finding.item)
     shown = [c.key for c in COLUMNS if c.key in found or any(headlines.get(h, {}).get(c.key) for h in hosts)]
     keys = shown + [key for key in found if key not in HEADLINE_KEYS]
@@ -84,28 +86,25 @@ def matrix(result: FleetResult, headlines: Mapping[str, Mapping[str, str]]) -> t
     return _columns(keys, titles, found), rows
 
 
-
-def _columns(keys: list[str], titles: dict[str, str], found: dict[str, list[Finding]]) -> list[Column]:
+def _columns(keys: list[str], titles: dict[str, str], found: dict[str, list[Placed]]) -> list[Column]:
     columns = []
     for key in keys:
-        findings = found.get(key, [])
+        findings = [finding for finding, _ in found.get(key, [])]
         worst = max((f.severity for f in findings), key=lambda s: s.rank, default=None)
         labels = ", ".join(dict.fromkeys(f.label or f.item for f in findings))
         columns.append(Column(key, titles[key], worst.value if worst else "", f"{worst.value}: {labels}" if worst else ""))
     return columns
 
 
-def _role(finding: Finding, host: str) -> tuple[str, Hashable] | None:
-    """How ``host`` stands in ``finding``: ("outlier" | "agrees" | "split", its value), or None."""
-    for name, value in finding.outliers:
-        if name == host:
-            return "outlier", value
-    if finding.majority is not None and host in finding.majority_hosts:
-        return "agrees", finding.majority[0]
-    for value, names in finding.values:
-        if host in names:
-            return "split", value
-    return None
+def _roles(finding: Finding) -> dict[str, tuple[str, Hashable]]:
+    """How each host stands in ``finding``: ("outlier" | "agrees" | "split", its value).
+    Built once per finding: a thousand hosts' cells then look their host up."""
+    roles: dict[str, tuple[str, Hashable]] = {}
+    if finding.majority is not None:
+        roles.update((host, ("agrees", finding.majority[0])) for host in finding.majority_hosts)
+    roles.update((host, ("outlier", value)) for host, value in finding.outliers)
+    roles.update((host, ("split", value)) for value, hosts in finding.values for host in hosts)
+    return roles
 
 
 def _why(finding: Finding, role: str, value: Hashable) -> str:
@@ -118,9 +117,10 @@ def _why(finding: Finding, role: str, value: Hashable) -> str:
     return f"{label}: {show(value)} here, majority {show(majority)} ({count} of {finding.hosts} hosts)"
 
 
-def _cell(host: str, findings: list[Finding], headline: str) -> Cell:
-    """``headline``: the host's headline value for a headline column ("" for others)."""
-    roles = [(f, *role) for f in findings if (role := _role(f, host)) is not None]
+def _cell(host: str, findings: list[Placed], headline: str) -> Cell:
+    """``findings``: the column's, each with its ``_roles``; ``headline``: the host's
+    headline value for a headline column ("" for others)."""
+    roles = [(f, *by_host[host]) for f, by_host in findings if host in by_host]
     marked = [(f, role, value) for f, role, value in roles if role != "agrees"]
     kind = "outlier" if any(role == "outlier" for _, role, _ in marked) else "split" if marked else ""
     title = " · ".join(_why(*entry) for entry in marked)
