@@ -7,6 +7,13 @@ host workers. Workers check the flag before each step that leaves a trace — co
 storing a snapshot, notifying — so a host that is still running is abandoned, a queued
 host is never started, and nothing is stored or sent after the signal. A second signal
 exits at once.
+
+A deadline (``check --deadline``, for a scheduler that kills slow health checks) is the
+same close, scheduled and without the stop: commands are given no more time than is left
+before "the cut" (:func:`within`), at the cut every open transport is closed so whatever
+still runs returns at once and is recorded as a timeout, and what was collected is still
+stored, diffed and reported in the time kept back after it. Hosts unfinished at the end
+are given up (``run_all``'s ``late``).
 """
 
 from __future__ import annotations
@@ -14,8 +21,10 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from concurrent.futures import TimeoutError as FuturesTimeout
 from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar
 
@@ -46,6 +55,9 @@ _lock = threading.Lock()
 _stopped = threading.Event()
 _signum = signal.SIGINT
 _open: set[Closable] = set()
+_expired = threading.Event()  # the deadline's cut has passed
+_cut: float | None = None  # time.monotonic() of the cut; None without a deadline
+_end: float | None = None  # ... and of the end: hosts still running then are given up
 
 
 def requested() -> bool:
@@ -59,9 +71,10 @@ def check() -> None:
 
 
 def register(resource: Closable) -> None:
-    """Track an open transport so a stop can close it; closes it at once when stopping."""
+    """Track an open transport so a stop (or the deadline) can close it; closes it at once
+    when stopping, or past the cut (its commands then return at once, as timeouts)."""
     with _lock:
-        if not _stopped.is_set():
+        if not _stopped.is_set() and not _expired.is_set():
             _open.add(resource)
             return
     _close_quietly(resource)
@@ -74,14 +87,59 @@ def unregister(resource: Closable) -> None:
 
 
 def stop(signum: int = signal.SIGINT) -> None:
-    """Request the stop: set the flag and close every open transport (in the background:
-    a close may wait on a dead network, and the main thread must not)."""
+    """Request the stop: set the flag and close every open transport."""
     global _signum
     with _lock:
         if _stopped.is_set():
             return
         _signum = signum
         _stopped.set()
+    _close_all()
+
+
+def expire() -> None:
+    """The deadline's cut: close every open transport, as a stop does, but stop nothing else."""
+    _expired.set()
+    _close_all()
+
+
+def expired() -> bool:
+    return _expired.is_set()
+
+
+def within(seconds: float, *, margin: float = 0.0) -> float:
+    """``seconds``, shortened to end ``margin`` seconds before the cut (0 or less: no time
+    is left); ``seconds`` itself without a deadline."""
+    if _cut is None:
+        return seconds
+    return min(seconds, _cut - margin - time.monotonic())
+
+
+@contextmanager
+def deadline(seconds: float | None, *, reserve: float = 0.0) -> Iterator[None]:
+    """Bound what runs inside to ``seconds`` from now: the cut comes ``reserve`` seconds
+    before the end, which is kept for storing and reporting what was collected."""
+    global _cut, _end
+    if seconds is None:
+        yield
+        return
+    start = time.monotonic()
+    _cut, _end = start + seconds - reserve, start + seconds
+    timer = threading.Timer(max(seconds - reserve, 0.0), expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        _cut = _end = None
+        _expired.clear()
+
+
+def _close_all() -> None:
+    """Close every open transport, in the background: a close may wait on a dead network,
+    and the main thread must not."""
+    with _lock:
         resources = list(_open)
         _open.clear()
     for resource in resources:
@@ -93,6 +151,7 @@ def reset() -> None:
     global _signum
     with _lock:
         _stopped.clear()
+        _expired.clear()
         _signum = signal.SIGINT
         _open.clear()
 
@@ -127,26 +186,37 @@ def handling_signals() -> Iterator[None]:
 
 
 def run_all(
-    func: Callable[[T], R], items: Iterable[T], *, workers: int, name: str, done: Callable[[R], None] | None = None
+    func: Callable[[T], R], items: Iterable[T], *, workers: int, name: str, done: Callable[[R], None] | None = None,
+    late: Callable[[T], R] | None = None,
 ) -> list[R]:
     """``[func(item) for item in items]`` on at most ``workers`` threads, results in order.
 
     On Interrupted the queued items are cancelled and the running ones abandoned: the
-    caller does not wait for them (their transports are being closed).
+    caller does not wait for them (their transports are being closed). With ``late``,
+    an item still unfinished at the deadline's end gets ``late(item)`` and is abandoned too.
     """
     items = list(items)
     pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(items))), thread_name_prefix=name)
+    wait = None if late is None or _end is None else max(_end - time.monotonic(), 0.0)
     try:
         futures: list[Future[R]] = [pool.submit(_guarded, func, item) for item in items]
-        for future in as_completed(futures):
-            if done is not None:
-                done(future.result())
-        results = [future.result() for future in futures]
+        try:
+            for future in as_completed(futures, timeout=wait):
+                if done is not None:
+                    done(future.result())
+        except FuturesTimeout:  # the deadline's end: what still runs is given up
+            pass
+        results = [_outcome(future, item, late) for future, item in zip(futures, items, strict=True)]
     except BaseException:  # Interrupted above all: queued hosts never start
         pool.shutdown(wait=False, cancel_futures=True)
         raise
-    pool.shutdown(wait=True)
+    unfinished = not all(future.done() for future in futures)
+    pool.shutdown(wait=not unfinished, cancel_futures=unfinished)
     return results
+
+
+def _outcome(future: Future[R], item: T, late: Callable[[T], R] | None) -> R:
+    return future.result() if future.done() or late is None else late(item)
 
 
 def _guarded(func: Callable[[T], R], item: T) -> R:

@@ -16,11 +16,13 @@ from functools import cache
 from importlib import resources
 from typing import Any, Protocol, TypeVar
 
+from driftwatch import interrupt
 from driftwatch.settings import WatchSettings
 from driftwatch.transport import DEFAULT_MAX_OUTPUT, CommandResult, Transport
-from driftwatch.transport.base import DEFAULT_PYTHONS, first_python
+from driftwatch.transport.base import CLIENT_GRACE, DEFAULT_PYTHONS, first_python
 
 Facts = dict[str, Any]
+MIN_COMMAND_S = 0.5  # less than this left before the --deadline: the command is not started
 
 
 class ProbeError(Exception):
@@ -79,12 +81,20 @@ class ProbeContext:
         lost, transport closed) or its output passed the size bound (facts parsed from a
         cut output would be wrong, not partial).
         """
-        result = self.transport.run(script, timeout=self.timeout, stdin=stdin)
+        # Under --deadline a command gets at most what is left before the cut, less the
+        # grace the transport waits past a command's own deadline.
+        timeout = interrupt.within(self.timeout, margin=CLIENT_GRACE)
+        if timeout < MIN_COMMAND_S:
+            raise ProbeTimeout("not run: no time left before the --deadline")
+        result = self.transport.run(script, timeout=timeout, stdin=stdin)
         if result.timed_out:
-            message = f"timed out after {self.timeout:g}s"
+            cut = " (all that was left before the --deadline)" if timeout < self.timeout else ""
+            message = f"timed out after {timeout:.3g}s{cut}"
             if result.survivors:  # in D state: nobody can kill them, so say they are there
                 message += "; still alive after SIGKILL: " + ", ".join(map(str, result.survivors))
             raise ProbeTimeout(message)
+        if result.exit_code is None and interrupt.expired():
+            raise ProbeTimeout("cut short at the --deadline")
         if result.exit_code is None:
             # No exit status: the connection dropped, the agent died or the run was
             # interrupted. Whatever it printed is cut short: not facts.

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from driftwatch import interrupt
 from driftwatch.probes.base import ProbeContext, ProbeError, ProbeTimeout, Shared
 from driftwatch.probes.files import FilesProbe
 from driftwatch.settings import WatchSettings
-from driftwatch.transport.base import first_python
+from driftwatch.transport.base import CLIENT_GRACE, CommandResult, first_python
 from driftwatch.transport.local import LocalTransport
 
 
@@ -79,3 +80,38 @@ def test_no_python_at_all_says_so() -> None:
     result = ctx.run(first_python("print(1)", ("/nonexistent/python3", "no-such-python3")))
     assert result.exit_code == 127
     assert "python3: not found (tried: /nonexistent/python3 no-such-python3)" in result.error_text
+
+
+class Unanswered:
+    """A transport whose commands never answer until it is closed (a wedged connection)."""
+
+    name = "unanswered"
+
+    def __init__(self) -> None:
+        self.closed = threading.Event()
+        self.timeouts: list[float] = []
+
+    def run(self, script: str, *, timeout: float, stdin: bytes | None = None, max_output: int = 0) -> CommandResult:
+        self.timeouts.append(timeout)
+        self.closed.wait(60.0)
+        return CommandResult(b"", b"closed\n", None)
+
+    def close(self) -> None:
+        self.closed.set()
+
+
+def test_under_a_deadline_a_command_gets_what_is_left_and_the_cut_makes_it_a_timeout() -> None:
+    transport = Unanswered()
+    ctx = ProbeContext(transport=transport, timeout=30)
+    interrupt.reset()
+    try:
+        with interrupt.deadline(4.0):
+            interrupt.register(transport)
+            with pytest.raises(ProbeTimeout, match="cut short at the --deadline"):
+                ctx.run("nvidia-smi")
+            with pytest.raises(ProbeTimeout, match="not run: no time left before the --deadline"):
+                ctx.run("nvidia-smi")
+    finally:
+        interrupt.reset()
+    [given] = transport.timeouts  # the second command was never started
+    assert 0.5 <= given <= 4.0 - CLIENT_GRACE
