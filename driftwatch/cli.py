@@ -65,6 +65,15 @@ def _seconds(value: float | None) -> float | None:
     return value
 
 
+SEVERITIES = ("critical", "high", "medium", "low", "info")  # diff.Severity (not imported: slow to load)
+
+
+def _severity(value: str) -> str:
+    if value.lower() not in SEVERITIES:
+        raise typer.BadParameter(f"{value!r} is not a severity: pick one of {', '.join(SEVERITIES)}")
+    return value.lower()
+
+
 def _days(value: float | None) -> float | None:
     if value is not None and not 0 <= value <= MAX_KEEP_DAYS:
         raise typer.BadParameter(f"{value:g} is not a number of days from 0 to {MAX_KEEP_DAYS:g}")
@@ -178,20 +187,24 @@ def check(
     timeout: Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", help="Per-probe deadline in seconds.", callback=_seconds)] = None,
     parallel: Annotated[int, typer.Option("--parallel", metavar="N", help="Hosts checked at once.", min=1)] = 32,
     accept_new_host_key: Annotated[bool, typer.Option("--accept-new-host-key", help="Trust and save the key of a host not yet in known_hosts.")] = False,
+    fail_on: Annotated[str, typer.Option("--fail-on", metavar="SEVERITY", help="Exit 2 only for drift at least this severe: critical, high, medium, low or info (any drift).", callback=_severity)] = "info",
+    deadline: Annotated[Optional[float], typer.Option("--deadline", metavar="SECONDS", help="Finish the whole command within SECONDS: probes get what is left, and what is unfinished then is a timeout (Slurm kills a health check at 60 s).", callback=_seconds)] = None,
+    nhc: Annotated[bool, typer.Option("--nhc", help="For a scheduler's health check: print only one line, `ERROR: driftwatch: <most likely cause>`, when the check fails or cannot run; nothing when it passes.")] = False,
     config: ConfigOpt = None,
     store: StoreOpt = None,
 ) -> int:
     """Snapshot now, diff against the baseline, alert once per new drift (for cron).
 
-    Exit 0 no drift, 2 drift, 1 error (unreachable, no baseline yet). Notifications go
-    out when the drift is new or different, and once more when it is resolved. Accepted
-    changes (see accept) and those the config's ignore rules name are shown but are
-    not drift, until they expire or change again.
+    Exit 0 no drift, 2 drift (at or above --fail-on), 1 error (unreachable, no baseline
+    yet). Notifications go out when the drift is new or different, and once more when
+    it is resolved. Accepted changes (see accept) and those the config's ignore rules
+    name are shown but are not drift, until they expire or change again.
     """
     from pathlib import Path
 
     from driftwatch.commands.check import CheckRequest, run_check
     from driftwatch.config import load_config
+    from driftwatch.diff import Severity
 
     request = CheckRequest(
         baseline=baseline,
@@ -201,6 +214,9 @@ def check(
         accept_new_host_key=accept_new_host_key,
         quiet=quiet,
         show_ignored=all_,
+        fail_on=Severity(fail_on),
+        deadline=deadline,
+        nhc=nhc,
     )
     return run_check(
         targets, request=request, json_out=json_out, markdown=markdown, parallel=parallel,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,14 +17,16 @@ from driftwatch.commands.common import host_message, ignoring, load, print_json,
 from driftwatch.commands.diff import output_format, print_report
 from driftwatch.commands.snapshot import HostOutcome, take_snapshot
 from driftwatch.config import Config, Target, resolve_targets
-from driftwatch.diff import DiffOptions, DiffResult, diff_snapshots
+from driftwatch.diff import Change, DiffOptions, DiffResult, Severity, diff_snapshots
+from driftwatch.diff.known_bad import sentence
 from driftwatch.errors import StoreError, UserError
 from driftwatch.model import Snapshot
 from driftwatch.cron.notify import send, validate_destination
 from driftwatch.report.diff import headline
+from driftwatch.report.nhc import nhc_line
 from driftwatch.report.safe import clean
 from driftwatch.cron.retention import save_deduplicated
-from driftwatch.rules.finding import Diagnosis
+from driftwatch.rules.finding import Diagnosis, Finding
 from driftwatch.rules.host import RuleOptions
 from driftwatch.rules.registry import diagnose
 from driftwatch.store import SnapshotStore, validate_label
@@ -33,6 +36,9 @@ from driftwatch.triage.book import read_book
 from driftwatch.triage.ignore import Ignoring
 
 EXIT_OK, EXIT_ERROR, EXIT_DRIFT = 0, 1, 2
+# Kept back from --deadline after the cut, for storing, diffing, alerting and reporting
+# what was collected: a quarter of it, at most this.
+FINISH_S = 5.0
 
 
 @dataclass
@@ -46,6 +52,9 @@ class CheckRequest:
     show_ignored: bool = False  # --all: list the changes [[ignore]] rules hide
     ignoring: Ignoring | None = None  # the config's rules, judged at the start of the run
     rule_use: RuleUse = field(default_factory=RuleUse)  # which rules named something, over all hosts
+    fail_on: Severity = Severity.info  # --fail-on: drift below this severity exits 0
+    deadline: float | None = None  # --deadline: seconds for the whole command
+    nhc: bool = False  # --nhc: one line for a scheduler's health check, nothing else on stdout
 
 
 @dataclass
@@ -57,28 +66,56 @@ class CheckOutcome:
     warnings: list[str] = field(default_factory=list)
     store_write_ok: bool = True  # False when a write to the snapshot store failed (full, read-only...)
     known_bad: Diagnosis | None = None  # what doctor says of the host now (driftwatch_doctor_findings)
+    fail_on: Severity = Severity.info
+
+    @property
+    def failing(self) -> list[Change]:
+        """The drift at or above --fail-on, most likely cause first: what exits 2."""
+        if self.result is None:
+            return []
+        return [change for change in self.result.drift_changes if change.severity.rank >= self.fail_on.rank]
+
+    @property
+    def failing_states(self) -> list[Finding]:
+        """New known-bad states at or above --fail-on: they exit 2 too, with or without a drift line."""
+        if self.result is None:
+            return []
+        return [finding for finding in self.result.problems if finding.severity.rank >= self.fail_on.rank]
+
+    def causes(self) -> list[str]:
+        """Why the check fails, most likely first: the failing drift, else the known-bad states."""
+        return [change.cause for change in self.failing] or [sentence(f) for f in self.failing_states]
 
     @property
     def exit_code(self) -> int:
         if self.error is not None:
             return EXIT_ERROR
-        if self.result is None:
-            return EXIT_OK
-        return EXIT_DRIFT if self.result.drift or self.result.problems else EXIT_OK
+        return EXIT_DRIFT if self.failing or self.failing_states else EXIT_OK
 
 
 def check_host(target: Target, config: Config, store: SnapshotStore, request: CheckRequest) -> CheckOutcome:
     """One host, under its lock: overlapping cron runs take turns, and alert at most once."""
-    wait = 2 * (request.timeout + config.connect_timeout) + 60
+    wait = max(interrupt.within(2 * (request.timeout + config.connect_timeout) + 60), 0.0)
     try:
         with store.lock(target.name, timeout=wait):
-            return _check_locked(target, config, store, request)
+            outcome = _check_locked(target, config, store, request)
     except LockTimeout:
-        return CheckOutcome(target.name, error=f"another check of this host held its lock for over {wait:g}s")
+        outcome = CheckOutcome(target.name, error=f"another check of this host held its lock for over {wait:.3g}s")
     except StoreError as exc:  # the lock could not even be created: the store failed under us
         outcome = CheckOutcome(target.name, error=str(exc), store_write_ok=False)
         _textfile(request, outcome, None, store)
+    outcome.fail_on = request.fail_on
+    return outcome
+
+
+def _late(request: CheckRequest, store: SnapshotStore) -> Callable[[Target], CheckOutcome]:
+    """The outcome of a host still being checked at the end of --deadline: given up."""
+    def late(target: Target) -> CheckOutcome:
+        outcome = CheckOutcome(target.name, error=f"not checked within the --deadline of {request.deadline:g}s")
+        _textfile(request, outcome, None, store)
         return outcome
+
+    return late
 
 
 def _check_locked(target: Target, config: Config, store: SnapshotStore, request: CheckRequest) -> CheckOutcome:
@@ -192,6 +229,8 @@ def run_check(
     config_path: str | None, store_path: str | None,
 ) -> int:
     form = output_format(json_out, markdown)
+    if request.nhc and form != "terminal":
+        raise UserError("--nhc prints one line: it cannot be combined with --json or --markdown")
     for dest in request.notify:
         problem = validate_destination(dest)
         if problem:
@@ -201,6 +240,8 @@ def run_check(
         check_textfile_folder(request.textfile)
     config, store = load(config_path, store_path)
     targets = resolve_targets(config, words)
+    if request.nhc and len(targets) != 1:
+        raise UserError(f"--nhc reports on one host, the node it runs on: got {len(targets)} targets")
     try:
         store.ensure_writable()  # before connecting; the error is one line, each host's .prom says so
     except StoreError:
@@ -208,8 +249,13 @@ def run_check(
             _textfile(request, CheckOutcome(target.name, store_write_ok=False), None, store)
         raise
     request.ignoring = ignoring(config)
-    outcomes = interrupt.run_all(lambda t: check_host(t, config, store, request), targets, workers=parallel, name="check")
-    _print(outcomes, form, request)
+    reserve = min(FINISH_S, request.deadline / 4) if request.deadline else 0.0
+    with interrupt.deadline(request.deadline, reserve=reserve):
+        outcomes = interrupt.run_all(
+            lambda t: check_host(t, config, store, request), targets, workers=parallel, name="check",
+            late=_late(request, store),
+        )
+    _print(outcomes, "nhc" if request.nhc else form, request)
     if not request.quiet:  # cron mails stderr too: a stale rule is hygiene, not an alert
         warn_unused_rules(config, request.rule_use)
     codes = {o.exit_code for o in outcomes}
@@ -224,6 +270,11 @@ def _print(outcomes: list[CheckOutcome], form: str, request: CheckRequest) -> No
             err.print(Text(clean(host_message(outcome.host, message)), style="red"))
     if form == "json":
         print_json([_json(o) for o in outcomes])
+        return
+    if form == "nhc":
+        lines = [nhc_line(o.error, o.causes()) for o in outcomes]
+        sys.stdout.write("".join(f"{line}\n" for line in lines if line))
+        sys.stdout.flush()
         return
     for outcome in outcomes:
         # --quiet (cron): only a new or different drift, or its resolution, is news.

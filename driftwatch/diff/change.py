@@ -89,6 +89,11 @@ class Change:
         return self.label or str(self.item)
 
     @property
+    def cause(self) -> str:
+        """The explanation as a most likely cause, with why an accepted change counts again."""
+        return f"{self.explanation} — {self.lapsed}" if self.lapsed else self.explanation
+
+    @property
     def status(self) -> str:
         """drift, context, accepted or ignored: what a report files the change under."""
         if self.waiver is not None:

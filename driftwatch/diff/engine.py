@@ -140,12 +140,8 @@ def tally(changes: list[Change]) -> dict[str, Any]:
         "context": statuses.count("context"),
         "accepted": statuses.count("accepted"),
         "ignored": statuses.count("ignored"),
-        "most_likely_cause": _cause(drift[0]) if drift else None,
+        "most_likely_cause": drift[0].cause if drift else None,
     }
-
-
-def _cause(change: Change) -> str:
-    return f"{change.explanation} — {change.lapsed}" if change.lapsed else change.explanation
 
 
 def _side(snapshot: Snapshot) -> dict[str, Any]:

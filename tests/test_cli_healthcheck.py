@@ -1,0 +1,140 @@
+"""`driftwatch check local` as a scheduler's health check: --fail-on, --nhc and --deadline,
+on a `local` host with a real venv and a fake nvidia-smi replaying an H200."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from driftwatch.cli import main
+from tests.localhost import local_host
+from tests.test_cli_check import set_sgl_kernel
+from tests.transport import kill_all, pids_matching, wait_gone
+from tests.venvs import site_packages
+
+NHC = ["check", "local", "--nhc"]
+
+
+@pytest.fixture
+def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A `local` host with a good baseline; no server patterns (other tests' stand-ins are not ours)."""
+    root = local_host(tmp_path, monkeypatch, watch="processes = []\n")
+    assert main(["snapshot", "local", "--label", "good"]) == 0
+    return root
+
+
+def edit_watched_file(root: Path) -> None:
+    (root / "src" / "server_args.py").write_text("mem_fraction_static = 0.5\n")  # a medium change
+
+
+def test_drift_below_fail_on_passes_silently_and_at_it_fails_with_one_line(
+    host: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    edit_watched_file(host)
+    capsys.readouterr()
+    assert main([*NHC, "--fail-on", "high"]) == 0
+    assert capsys.readouterr().out == ""
+    assert main(["check", "local"]) == 2, "the edit is drift: only --fail-on high lets it pass"
+
+    set_sgl_kernel(host / "venv", "0.3.17")  # high
+    capsys.readouterr()
+    assert main([*NHC, "--fail-on", "high"]) == 2
+    out = capsys.readouterr().out
+    assert out.startswith("ERROR: driftwatch: sgl-kernel 0.3.16.post4 → 0.3.17 (patch upgrade") and out.count("\n") == 1
+    assert not out.rstrip("\n").endswith("more)"), "only the sgl-kernel change is at or above high"
+
+    assert main([*NHC, "--fail-on", "medium"]) == 2
+    out = capsys.readouterr().out
+    assert out.startswith("ERROR: driftwatch: sgl-kernel") and out.endswith(" (+1 more)\n"), out
+
+
+def test_fail_on_critical_passes_a_high_drift_but_still_records_it(
+    host: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    set_sgl_kernel(host / "venv", "0.3.17")
+    capsys.readouterr()
+    assert main([*NHC, "--fail-on", "critical", "--textfile", str(tmp_path / "prom")]) == 0
+    assert capsys.readouterr().out == ""
+    prom = (tmp_path / "prom" / "driftwatch_local.prom").read_text()
+    assert 'driftwatch_drift_changes{host="local",severity="high"} 1.0' in prom
+
+
+def test_the_line_is_one_escaped_bounded_line_whatever_the_host_says(
+    host: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    set_sgl_kernel(host / "venv", "0.3.17")
+    [metadata] = site_packages(host / "venv").glob("sgl_kernel-*.dist-info/METADATA")
+    hostile = "0.3.17\x1b]0;pwned\x07\u202e" + "9" * 400
+    metadata.write_text(metadata.read_text().replace("Version: 0.3.17", f"Version: {hostile}"))
+    capsys.readouterr()
+    assert main([*NHC, "--fail-on", "high"]) == 2
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and len(out.rstrip("\n")) <= 200
+    assert out.startswith("ERROR: driftwatch: sgl-kernel 0.3.16.post4 → 0.3.17\\x1b]0;pwned\\x07\\u202e999")
+    assert out.rstrip("\n").endswith("…")
+    assert not any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 or c == "\u202e" for c in out.rstrip("\n"))
+
+
+def test_a_check_that_cannot_run_exits_1_with_its_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    local_host(tmp_path, monkeypatch, watch="processes = []\n")  # no baseline yet
+    assert main([*NHC, "--fail-on", "high"]) == 1
+    out = capsys.readouterr().out
+    assert out == "ERROR: driftwatch: could not check: no snapshot labelled 'good' yet; if the host is good now, " \
+        "make this one the baseline: driftwatch label local@latest good\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([*NHC, "--json"], "--nhc prints one line: it cannot be combined with --json or --markdown"),
+        (["check", "local", "--fail-on", "severe"], "'severe' is not a severity: pick one of critical, high, medium"),
+        (["check", "local", "--deadline", "0"], "0 is not a number of seconds"),
+        ([*NHC, "gpu01"], "--nhc reports on one host, the node it runs on: got 2 targets"),
+    ],
+)
+def test_mistakes_are_one_line(
+    host: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    assert main(argv) == 1
+    assert message in capsys.readouterr().err
+
+
+def test_deadline_bounds_the_whole_check_and_a_hung_probe_is_a_timeout(host: Path, tmp_path: Path) -> None:
+    # nvidia-smi hangs (a wedged driver) far past the configured per-probe timeout of 30 s.
+    marker = str(host / "bin" / "nvidia-smi")
+    env = {**os.environ, "FAKE_NVIDIA_SMI_HANG": "1", "PYTHONUNBUFFERED": "1"}
+    started = time.monotonic()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "driftwatch", *NHC, "--fail-on", "high", "--deadline", "8"],
+            cwd=host, env=env, capture_output=True, text=True, timeout=60,
+        )
+        took = time.monotonic() - started
+        assert took < 8, f"the check took {took:.1f}s with --deadline 8"
+        assert done.returncode == 2, done.stderr
+        assert done.stdout.startswith("ERROR: driftwatch: gpu probe timed out (nvidia-smi hung?)"), done.stdout
+        assert "before the --deadline" in done.stdout
+        assert wait_gone(marker, within=3.0) == [], "the hung nvidia-smi outlived the check"
+    finally:
+        kill_all(pids_matching(marker))
+
+
+def test_past_the_deadline_what_was_collected_is_stored_and_diffed(
+    host: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("FAKE_NVIDIA_SMI_HANG", "1")
+    assert main(["check", "local", "--deadline", "6", "--json"]) == 2
+    [entry] = json.loads(capsys.readouterr().out)
+    assert [(c["category"], c["item"], c["new"]) for c in entry["changes"]] == [("probe", "gpu", "timeout")]
+    assert main(["show", "local@latest", "--json"]) == 0
+    probes = json.loads(capsys.readouterr().out)["probes"]
+    assert probes["gpu"]["status"] == "timeout" and "--deadline" in probes["gpu"]["error"]
+    assert probes["python"]["status"] == "ok" and probes["files"]["status"] == "ok"
