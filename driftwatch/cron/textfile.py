@@ -15,6 +15,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
+from driftwatch.cron.info import INFO_LABELS, info_labels
 from driftwatch.diff import DiffResult, Severity
 from driftwatch.errors import UserError
 from driftwatch.fileio import clean_stale_temps, make_dir, replace_file
@@ -73,6 +74,12 @@ def write_textfile(
         "driftwatch_store_write_ok", "0 if writing to the snapshot store failed in the check, else 1.", ["host"],
         registry=registry,
     )
+    info = Gauge(
+        "driftwatch_info",
+        "1, labelled with what the host runs (unknown: empty): the driver, the CUDA torch was built with (else "
+        "nvcc's), torch, NCCL (the nvidia-nccl wheel, else libnccl), sglang, sgl-kernel, vllm, flashinfer, GPUs.",
+        ["host", *INFO_LABELS], registry=registry,
+    )
     label = clean(host)
     doctor = Gauge(
         "driftwatch_doctor_findings", "Known-bad states of the host now (what doctor reports), by severity.",
@@ -87,6 +94,7 @@ def write_textfile(
     store_errors.labels(label).set(health.unreadable)
     store_write_ok.labels(label).set(1 if health.write_ok else 0)
     if snapshot is not None:
+        info.labels(host=label, **info_labels(snapshot)).set(1)
         duration.labels(label).set(snapshot.duration_s)
         for name, record in snapshot.probes.items():
             probe_ok.labels(label, clean(name)).set(1 if record.status in (ProbeStatus.ok, ProbeStatus.skipped) else 0)
