@@ -15,7 +15,7 @@ import pytest
 from driftwatch.cli import main
 from tests.localhost import local_host
 from tests.test_cli_check import set_sgl_kernel
-from tests.transport import kill_all, pids_matching, wait_gone
+from tests.transport import kill_all, pids_matching, sleep_marker, wait_gone
 from tests.venvs import site_packages
 
 NHC = ["check", "local", "--nhc"]
@@ -138,3 +138,24 @@ def test_past_the_deadline_what_was_collected_is_stored_and_diffed(
     probes = json.loads(capsys.readouterr().out)["probes"]
     assert probes["gpu"]["status"] == "timeout" and "--deadline" in probes["gpu"]["error"]
     assert probes["python"]["status"] == "ok" and probes["files"]["status"] == "ok"
+
+
+def test_under_the_deadline_a_hung_login_profile_gets_a_share_and_is_gone(
+    host: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The login shell runs in a session of its own, out of reach of the command's `timeout`:
+    # only its own budget, a share of what the deadline leaves, stops a profile that hangs.
+    marker = sleep_marker()
+    home = host / "home"
+    home.mkdir()
+    (home / ".profile").write_text(f"{marker}\n")
+    monkeypatch.setenv("HOME", str(home))
+    try:
+        assert main(["check", "local", "--deadline", "8", "--json"]) in (0, 2)
+        assert wait_gone(marker, within=3.0) == [], "the login shell's profile outlived the check"
+    finally:
+        kill_all(pids_matching(marker))
+    capsys.readouterr()
+    assert main(["show", "local@latest", "--json"]) == 0
+    processes = json.loads(capsys.readouterr().out)["probes"]["processes"]["facts"]
+    assert processes["login_env"] is None and "login shell timed out" in processes["login_env_error"]

@@ -73,6 +73,13 @@ class ProbeContext:
     # One per snapshot, the same for all its probes (a probe run alone gets its own).
     shared: Shared = field(default_factory=Shared)
 
+    @property
+    def time_left(self) -> float:
+        """The timeout for a command started now: the probe's, shortened under --deadline to
+        end before the cut, less the grace a transport waits past a command's deadline.
+        Budgets inside a command (a login shell's, a walk's) are shares of it."""
+        return interrupt.within(self.timeout, margin=CLIENT_GRACE)
+
     def run(self, script: str, *, stdin: bytes | None = None) -> CommandResult:
         """Run ``script`` on the target within the probe's deadline.
 
@@ -81,9 +88,7 @@ class ProbeContext:
         lost, transport closed) or its output passed the size bound (facts parsed from a
         cut output would be wrong, not partial).
         """
-        # Under --deadline a command gets at most what is left before the cut, less the
-        # grace the transport waits past a command's own deadline.
-        timeout = interrupt.within(self.timeout, margin=CLIENT_GRACE)
+        timeout = self.time_left
         if timeout < MIN_COMMAND_S:
             raise ProbeTimeout("not run: no time left before the --deadline")
         result = self.transport.run(script, timeout=timeout, stdin=stdin)

@@ -160,7 +160,7 @@ class CachesProbe:
             "walked": walked,
             "max_entries": ctx.watch.cache_max_entries,
             # The script stops itself well inside the deadline and says so (truncated: time).
-            "seconds": max(0.5, ctx.timeout * 0.5),
+            "seconds": max(0.5, ctx.time_left * 0.5),
             "hashed_re": HASHED_RE,
             "max_named": MAX_NAMED,
             "object_suffixes": list(OBJECT_SUFFIXES),

@@ -204,7 +204,7 @@ def _describe(ctx: ProbeContext, models: list[Model]) -> tuple[dict[str, Any], d
         "max_string": MAX_STRING,
         "max_files": MAX_FILES,
         "max_depth": MAX_DEPTH,
-        "seconds": max(0.5, ctx.timeout * 0.5),
+        "seconds": max(0.5, ctx.time_left * 0.5),
     }
     result = run_target_python(ctx, "models_collect.py", json.dumps(request).encode())
     if result.exit_code != 0:

@@ -150,7 +150,7 @@ def _observe(ctx: ProbeContext, max_processes: int) -> Facts:
     env = {"env": ctx.watch.env, "always_env": ALWAYS_ENV, **redaction_rules()}
     # The login shell gets less than the deadline, so a hung profile is reported as such
     # by the script instead of costing the whole probe.
-    login = {**env, "timeout": max(0.5, ctx.timeout * 0.8 - 0.5)}
+    login = {**env, "timeout": max(0.5, ctx.time_left * 0.8 - 0.5)}
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="processes") as pool:
         walked = pool.submit(server_walk, ctx, max_processes)
         shell = pool.submit(_run_json, ctx, "login_env_collect.py", login)
