@@ -10,7 +10,7 @@ from __future__ import annotations
 from driftwatch.report.safe import clean
 
 PREFIX = "ERROR: driftwatch: "
-MAX_LINE = 200  # characters: `sinfo -R` and `scontrol show node` show a reason whole
+MAX_LINE = 200  # characters: a drain reason people read in `scontrol show node` or `sinfo -o %E`
 
 
 def nhc_line(error: str | None, causes: list[str]) -> str | None:
