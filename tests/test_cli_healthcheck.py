@@ -14,6 +14,7 @@ import pytest
 
 from driftwatch.cli import main
 from tests.localhost import local_host
+from tests.sshd import Sshd
 from tests.test_cli_check import set_sgl_kernel
 from tests.transport import kill_all, pids_matching, sleep_marker, wait_gone
 from tests.venvs import site_packages
@@ -173,3 +174,28 @@ def test_under_the_deadline_a_hung_login_profile_gets_a_share_and_is_gone(
     assert main(["show", "local@latest", "--json"]) == 0
     processes = json.loads(capsys.readouterr().out)["probes"]["processes"]["facts"]
     assert processes["login_env"] is None and "login shell timed out" in processes["login_env_error"]
+
+
+def test_deadline_over_ssh_bounds_the_check_and_nothing_is_left_on_the_target(sshd: Sshd, tmp_path: Path) -> None:
+    sshd.fake_env(FAKE_NVIDIA_SMI_HANG="1")
+    (tmp_path / "driftwatch.toml").write_text(
+        f'timeout = 30\nconnect_timeout = 30\nssh_config = "{sshd.ssh_config_path}"\n'
+        f'known_hosts = "{sshd.known_hosts_path}"\n[watch]\nprocesses = []\n'
+    )
+    fake = str(sshd.workdir / "bin" / "nvidia-smi")
+    started = time.monotonic()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "driftwatch", "check", "testhost", "--baseline", "none", "--deadline", "8", "--json"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        )
+        took = time.monotonic() - started
+        assert took < 8, f"the check took {took:.1f}s with --deadline 8"
+        [entry] = json.loads(done.stdout)
+        assert done.returncode == 1 and "no snapshot labelled 'none'" in entry["error"]  # checked, no baseline
+        assert wait_gone(fake, within=3.0) == [], "the hung nvidia-smi outlived the check on the target"
+    finally:
+        kill_all(pids_matching(fake))
+    [stored] = (tmp_path / "snapshots" / "testhost").glob("*.json")
+    probes = json.loads(stored.read_text())["probes"]
+    assert probes["gpu"]["status"] == "timeout" and probes["system"]["status"] == "ok"
