@@ -100,7 +100,7 @@ def check_host(target: Target, config: Config, store: SnapshotStore, request: Ch
         with store.lock(target.name, timeout=wait):
             outcome = _check_locked(target, config, store, request)
     except LockTimeout:
-        outcome = CheckOutcome(target.name, error=f"another check of this host held its lock for over {wait:.3g}s")
+        outcome = CheckOutcome(target.name, error=f"another check of this host held its lock for over {round(wait, 1):g}s")
     except StoreError as exc:  # the lock could not even be created: the store failed under us
         outcome = CheckOutcome(target.name, error=str(exc), store_write_ok=False)
         _textfile(request, outcome, None, store)

@@ -94,7 +94,7 @@ class ProbeContext:
         result = self.transport.run(script, timeout=timeout, stdin=stdin)
         if result.timed_out:
             cut = " (all that was left before the --deadline)" if timeout < self.timeout else ""
-            message = f"timed out after {timeout:.3g}s{cut}"
+            message = f"timed out after {round(timeout, 1):g}s{cut}"
             if result.survivors:  # in D state: nobody can kill them, so say they are there
                 message += "; still alive after SIGKILL: " + ", ".join(map(str, result.survivors))
             raise ProbeTimeout(message)
