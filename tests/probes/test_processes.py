@@ -35,6 +35,7 @@ from driftwatch.probes.processes import (
 )
 from driftwatch.settings import WatchSettings
 from driftwatch.transport.local import LocalTransport
+from tests.transport import kill_all, pids_matching, sleep_marker, wait_gone
 from tests.venvs import old_pythons
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
@@ -367,3 +368,30 @@ def test_a_hung_login_profile_is_stopped_politely_and_leaves_no_lock(tmp_path: P
     facts = ProcessesProbe().collect(ctx)
     assert facts["login_env"] is None and "timed out" in (facts["login_env_error"] or "")
     assert not lock.exists(), "the profile's EXIT trap never ran: it was killed, not terminated"
+
+
+def test_a_collector_stopped_from_outside_stops_its_login_shell_too(tmp_path: Path) -> None:
+    # The login shell has a session of its own; when the command around the collector is
+    # stopped first (a --deadline left it less than the shell's own budget), the TERM the
+    # collector gets must reach the shell's profile too.
+    marker = sleep_marker()
+    home = tmp_path / "home"
+    write_profile(home, f"{marker}\n")
+    collector = subprocess.Popen(
+        [sys.executable, "-I", "-S", "-c", load_script("login_env_collect.py")],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env={**os.environ, "HOME": str(home)},
+    )
+    try:
+        assert collector.stdin is not None
+        collector.stdin.write(json.dumps({"timeout": 60, "env": [], "always_env": []}).encode())
+        collector.stdin.close()
+        deadline = time.monotonic() + 20
+        while not pids_matching(marker):
+            assert time.monotonic() < deadline and collector.poll() is None, "the profile never ran"
+            time.sleep(0.1)
+        collector.terminate()
+        collector.wait(timeout=10)
+        assert wait_gone(marker, within=3.0) == [], "the login shell outlived its stopped collector"
+    finally:
+        collector.kill()
+        kill_all(pids_matching(marker))

@@ -76,6 +76,18 @@ def stop_group(proc: subprocess.Popen) -> None:
         pass
 
 
+def stopped_with(proc: subprocess.Popen) -> subprocess.Popen:
+    """The shell runs in a session of its own, out of reach of what stops this script's
+    group: when the command around this script is stopped first (its deadline came before
+    the shell's own), this script's SIGTERM stops the shell's group too, then exits."""
+    def on_term(signum, frame):  # type: ignore[no-untyped-def]
+        stop_group(proc)
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_term)
+    return proc
+
+
 def finish(proc: subprocess.Popen, marker: str, timeout: float) -> "Tuple[Optional[Dict[str, str]], Optional[str]]":
     try:
         out, _ = proc.communicate(timeout=timeout)
@@ -125,7 +137,7 @@ def main() -> None:
     shell = login_shell()
     try:
         marker = "driftwatch-login-env-%s:" % os.urandom(8).hex()
-        env, error = finish(start(shell, marker), marker, float(request["timeout"]))
+        env, error = finish(stopped_with(start(shell, marker)), marker, float(request["timeout"]))
     except OSError as exc:
         env, error = None, "login shell failed: %s" % (exc.strerror or exc)
     if env is not None:
