@@ -37,9 +37,11 @@ def test_a_real_local_snapshot_gives_every_label(
 ) -> None:
     local_host(tmp_path, monkeypatch, watch="processes = []\n")  # a GPU venv, nvidia-smi replaying an H200
     assert main(["check", "local", "--baseline", "none", "--textfile", str(tmp_path / "prom")]) == 1  # no baseline
-    [labels] = info_samples(tmp_path / "prom" / "driftwatch_local.prom")
+    [prom] = (tmp_path / "prom").glob("driftwatch_*.prom")  # named after the host `local` is stored as
+    [labels] = info_samples(prom)
+    assert prom.name == f"driftwatch_{labels.pop('host')}.prom"
     assert labels == {
-        "host": "local", "driver": "590.48.01", "cuda": "12.8", "torch": "2.8.0+cu128", "nccl": "2.27.3",
+        "driver": "590.48.01", "cuda": "12.8", "torch": "2.8.0+cu128", "nccl": "2.27.3",
         "sglang": "0.5.6", "sgl_kernel": "0.3.16.post4", "vllm": "", "flashinfer": "0.4.1",
         "gpu_model": "NVIDIA H200", "gpu_count": "1",
     }
