@@ -53,7 +53,7 @@ class Interrupted(BaseException):
 
 _lock = threading.Lock()
 _stopped = threading.Event()
-_signum = signal.SIGINT
+_signum: int = signal.SIGINT
 _open: set[Closable] = set()
 _expired = threading.Event()  # the deadline's cut has passed
 _cut: float | None = None  # time.monotonic() of the cut; None without a deadline
