@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
 
 import pytest
 
 from tests.hooks import Hook
+from tests.s3 import S3Server, start_moto
 from tests.sshd import Sshd, find_sshd, start_sshd
 
 
@@ -29,3 +31,16 @@ def hook() -> Iterator[Hook]:
     server = Hook()
     yield server
     server.close()
+
+
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """A real S3 endpoint (moto's server) on 127.0.0.1, for the whole session (see tests/s3.py)."""
+    for module in ("moto", "s3fs", "boto3"):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"SKIPPED LOUDLY: {module} is not installed (pip install -e '.[test]'; .ci/run does it)")
+    server = start_moto(tmp_path_factory.mktemp("moto") / "moto.log")
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,4 +1,8 @@
-"""The snapshot store: naming, atomic writes, refs and clear errors for bad files."""
+"""The snapshot store: naming, atomic writes, refs and clear errors for bad files.
+
+Every test taking the ``store`` fixture runs twice: on a local folder, and on a real S3
+endpoint (moto's server on 127.0.0.1, tests/s3.py) through s3fs.
+"""
 
 from __future__ import annotations
 
@@ -15,22 +19,55 @@ from hypothesis import strategies as st
 
 from driftwatch.cron.alerts import AlertState
 from driftwatch.errors import StoreError, UserError
-from driftwatch.store import LAYOUT_MARK, SnapshotStore, host_dir_name, host_from_dir_name, load_snapshot, resolve_ref
 from driftwatch.cron.textfile import write_textfile
+from driftwatch.store import (
+    LAYOUT_MARK,
+    Location,
+    SnapshotStore,
+    host_dir_name,
+    host_from_dir_name,
+    load_snapshot,
+    resolve_ref,
+)
 from tests.builders import snapshot
+from tests.s3 import S3Server
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> SnapshotStore:
-    return SnapshotStore(tmp_path / "snapshots")
+@pytest.fixture(params=["folder", "s3"])
+def store(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SnapshotStore:
+    if request.param == "folder":
+        return SnapshotStore(tmp_path / "snapshots")
+    s3: S3Server = request.getfixturevalue("s3")
+    s3.use(monkeypatch)
+    return SnapshotStore(f"s3://{s3.bucket()}/fleet/driftwatch")
+
+
+def is_s3(store: SnapshotStore) -> bool:
+    return str(store.root).startswith("s3://")
+
+
+def plant(store: SnapshotStore, host: str, name: str, data: bytes) -> Location:
+    """A file written into the store behind its back (a torn copy, a foreign file)."""
+    location = store.location(host, name)
+    store.backend.replace(location, data)
+    return location
 
 
 def test_save_names_sort_by_time_and_round_trip(store: SnapshotStore) -> None:
     late = store.save(snapshot(minutes=5))
     early = store.save(snapshot(minutes=1))
     assert store.paths("gpu01") == [early, late]
-    assert load_snapshot(late) == snapshot(minutes=5)
-    assert not [p for p in late.parent.iterdir() if p.name.startswith(".tmp-")]
+    assert store.load(late) == snapshot(minutes=5)
+    assert str(late).rsplit("/", 1)[-1].startswith("20260219T100500.000000Z")
+    if not is_s3(store):
+        assert not [p for p in Path(late).parent.iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_order_is_the_snapshots_own_time_never_the_upload_time(store: SnapshotStore) -> None:
+    # A node whose clock ran ahead then was corrected uploads its older-stamped snapshot last.
+    written = [store.save(snapshot(minutes=m)) for m in (3, 1, 2, 0)]
+    assert [store.load(p).taken_at.minute for p in store.paths("gpu01")] == [0, 1, 2, 3]
+    assert resolve_ref(store, "gpu01@latest").path == written[0]
 
 
 def test_same_moment_twice_keeps_both(store: SnapshotStore) -> None:
@@ -46,7 +83,7 @@ def test_concurrent_writers_never_lose_or_corrupt(store: SnapshotStore) -> None:
         t.join()
     paths = store.paths("gpu01")
     assert len(paths) == 16
-    assert all(load_snapshot(p).host.name == "gpu01" for p in paths)
+    assert all(store.load(p).host.name == "gpu01" for p in paths)
 
 
 def test_host_folder_names_are_readable_and_never_shared(store: SnapshotStore) -> None:
@@ -58,8 +95,8 @@ def test_host_folder_names_are_readable_and_never_shared(store: SnapshotStore) -
     for host in ("a/b", "a_b", "a%2Fb", "root@10.0.0.1:22"):
         store.save(snapshot(host))
     assert store.hosts() == ["a%2Fb", "a/b", "a_b", "root@10.0.0.1:22"]
-    assert [load_snapshot(p).host.name for p in store.paths("a/b")] == ["a/b"]
-    assert [load_snapshot(p).host.name for p in store.paths("a_b")] == ["a_b"]
+    assert [store.load(p).host.name for p in store.paths("a/b")] == ["a/b"]
+    assert [store.load(p).host.name for p in store.paths("a_b")] == ["a_b"]
 
 
 @given(st.text(min_size=1, max_size=40))
@@ -136,9 +173,10 @@ def test_bad_files_name_the_file(tmp_path: Path, content: bytes, message: str) -
 
 def test_rewrite_changes_labels_atomically(store: SnapshotStore) -> None:
     path = store.save(snapshot())
-    snap = load_snapshot(path)
+    snap = store.load(path)
     store.rewrite(path, snap.model_copy(update={"labels": ["good"]}))
-    assert json.loads(path.read_text())["labels"] == ["good"]
+    assert json.loads(store.backend.read(path))["labels"] == ["good"]
+    assert store.paths("gpu01") == [path]
 
 
 def test_state_and_textfile_names_use_the_same_encoding(store: SnapshotStore, tmp_path: Path) -> None:
@@ -150,10 +188,8 @@ def test_state_and_textfile_names_use_the_same_encoding(store: SnapshotStore, tm
     assert sorted(p.name for p in (tmp_path / "prom").iterdir()) == ["driftwatch_a%2Fb.prom", "driftwatch_a_b.prom"]
 
 
-def broken(store: SnapshotStore, host: str, stamp: str) -> Path:
-    path = store.host_dir(host) / f"{stamp}.json"
-    path.write_text('{"schema_version": 1, "truncat')
-    return path
+def broken(store: SnapshotStore, host: str, stamp: str) -> Location:
+    return plant(store, host, f"{stamp}.json", b'{"schema_version": 1, "truncat')
 
 
 def test_refs_skip_unreadable_files_and_name_each_once(store: SnapshotStore) -> None:
@@ -178,8 +214,9 @@ def test_refs_skip_unreadable_files_and_name_each_once(store: SnapshotStore) -> 
     assert str(newest_bad) in str(info.value)
 
 
-def test_a_write_cleans_temp_files_of_killed_writers(store: SnapshotStore) -> None:
-    folder = store.host_dir("gpu01")
+def test_a_write_cleans_temp_files_of_killed_writers(tmp_path: Path) -> None:
+    store = SnapshotStore(tmp_path / "snapshots")
+    folder = tmp_path / "snapshots" / "gpu01"
     store.save(snapshot())
     stale, fresh = folder / ".tmp-killed.part", folder / ".tmp-writing.part"
     for path in (stale, fresh):

@@ -2,26 +2,25 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from driftwatch.commands.common import load, print_json, stdout_console, store_warnings
 from driftwatch.errors import StoreError, UserError
 from driftwatch.model import Snapshot
 from driftwatch.report.snapshots import print_list
-from driftwatch.store import load_snapshot, resolve_ref
+from driftwatch.store import Location, resolve_ref
 
 
 def run_list(host: str | None, *, json_out: bool, config_path: str | None, store_path: str | None) -> int:
     _, store = load(config_path, store_path)
     with store_warnings(store):
-        hosts = [host] if host else store.hosts()
-        if host and not store.paths(host):
+        # One listing of the host's prefix, or of the whole store: never one per host.
+        found = {store.name_of(host): store.paths(host)} if host else store.inventory()
+        if host and not found[store.name_of(host)]:
             raise UserError(f"no snapshots of {host!r} in {store.root} (hosts: {', '.join(store.hosts()) or 'none'})")
-    rows: list[tuple[str, Path, Snapshot | None, str | None]] = []
-    for name in hosts:
-        for path in store.paths(name):
+    rows: list[tuple[str, Location, Snapshot | None, str | None]] = []
+    for name, paths in found.items():
+        for path in paths:
             try:
-                rows.append((name, path, load_snapshot(path), None))
+                rows.append((name, path, store.load(path), None))
             except StoreError as exc:  # one bad file must not hide the others
                 rows.append((name, path, None, str(exc)))
     if json_out:
@@ -31,7 +30,7 @@ def run_list(host: str | None, *, json_out: bool, config_path: str | None, store
     return 0
 
 
-def _list_entry(host: str, path: Path, snapshot: Snapshot | None, error: str | None) -> dict[str, object]:
+def _list_entry(host: str, path: Location, snapshot: Snapshot | None, error: str | None) -> dict[str, object]:
     if snapshot is None:
         return {"host": host, "path": str(path), "error": error}
     return {

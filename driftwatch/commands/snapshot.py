@@ -6,7 +6,6 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 from driftwatch import interrupt
 from driftwatch.commands.common import host_message, load, print_json, stderr_console, stdout_console, store_warnings
@@ -14,7 +13,7 @@ from driftwatch.config import Config, Target, resolve_targets
 from driftwatch.connect import open_transport
 from driftwatch.errors import DriftwatchError, StoreError
 from driftwatch.model import ProbeStatus, Snapshot
-from driftwatch.store import SnapshotStore, StoredSnapshot, validate_label
+from driftwatch.store import Location, SnapshotStore, StoredSnapshot, validate_label
 
 # The probes, the collector and the report (rich) are imported only once the transport is
 # open: on SSH the target's command agent starts in the background meanwhile (the user's
@@ -29,7 +28,7 @@ class HostOutcome:
 
     target: Target
     snapshot: Snapshot | None = None
-    path: Path | None = None
+    path: Location | None = None
     error: str | None = None
     previous: StoredSnapshot | None = None  # the host's latest snapshot before this one
 

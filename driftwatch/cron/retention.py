@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 
 from driftwatch.diff import diff_snapshots
 from driftwatch.model import Snapshot, utcnow
-from driftwatch.store import SnapshotStore, StoredSnapshot
+from driftwatch.store import Location, SnapshotStore, StoredSnapshot
 
 
-def save_deduplicated(store: SnapshotStore, snapshot: Snapshot, previous: StoredSnapshot | None) -> Path:
+def save_deduplicated(store: SnapshotStore, snapshot: Snapshot, previous: StoredSnapshot | None) -> Location:
     path = store.save(snapshot)
     if previous is not None and previous.path != path and not previous.snapshot.labels:
         if not diff_snapshots(previous.snapshot, snapshot).changes:
@@ -28,7 +27,7 @@ def save_deduplicated(store: SnapshotStore, snapshot: Snapshot, previous: Stored
 
 @dataclass
 class Pruned:
-    removed: list[Path]
+    removed: list[Location]
     unreadable: int  # files that could not be read: never kept, never deleted, only counted
 
 
@@ -42,7 +41,7 @@ def prune(store: SnapshotStore, host: str, *, keep: int | None, keep_days: float
     """
     store.clean_temps(host)
     cutoff = utcnow() - timedelta(days=keep_days) if keep_days is not None else None
-    removed: list[Path] = []
+    removed: list[Location] = []
     for position, stored in enumerate(store.newest_first(host)):
         snap = stored.snapshot
         if position == 0 or snap.labels:

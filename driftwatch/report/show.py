@@ -8,7 +8,7 @@ host goes through ``clean`` at the edge.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
+
 from typing import Any
 
 from rich.console import Console
@@ -22,6 +22,7 @@ from driftwatch.logparse.headline import summarize_log
 from driftwatch.model import ProbeStatus, Snapshot
 from driftwatch.report.safe import clean
 from driftwatch.settings import DEFAULT_FOCUS
+from driftwatch.store import Location
 
 # Launch settings worth a glance, in this order (SGLang and vLLM names).
 KEY_ARGS = (
@@ -52,7 +53,7 @@ def sections(snapshot: Snapshot, focus: list[str] | None = None) -> list[Section
     return [section for section in found if section.rows or section.notes]
 
 
-def title_line(snapshot: Snapshot, path: Path) -> str:
+def title_line(snapshot: Snapshot, path: Location) -> str:
     host = snapshot.host
     name = host.name if not host.hostname or host.hostname == host.name else f"{host.name} ({host.hostname})"
     labels = ", ".join(snapshot.labels) or "none"
@@ -240,7 +241,7 @@ def _stack(snapshot: Snapshot) -> list[Section]:
     return [caches, nccl, models]
 
 
-def print_show(console: Console, snapshot: Snapshot, path: Path, focus: list[str] | None = None) -> None:
+def print_show(console: Console, snapshot: Snapshot, path: Location, focus: list[str] | None = None) -> None:
     console.print(Text(clean(title_line(snapshot, path)), style="bold"))
     for section in sections(snapshot, focus):
         console.print()

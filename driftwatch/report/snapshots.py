@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from driftwatch.model import ProbeStatus, Snapshot
 from driftwatch.report.safe import clean
+from driftwatch.store import Location
 
 
 
@@ -24,7 +23,7 @@ def probe_summary(snapshot: Snapshot) -> str:
     return "; ".join(parts)
 
 
-def print_stored(console: Console, snapshot: Snapshot, path: Path) -> None:
+def print_stored(console: Console, snapshot: Snapshot, path: Location) -> None:
     line = Text()
     line.append(clean(snapshot.host.name), style="bold")
     line.append(f": stored {path} in {snapshot.duration_s:.2f}s ({probe_summary(snapshot)})")
@@ -34,7 +33,7 @@ def print_stored(console: Console, snapshot: Snapshot, path: Path) -> None:
             console.print(Text(f"  {name}: {record.status.value}: {clean(record.error or '')}", style="yellow"))
 
 
-def print_list(console: Console, rows: list[tuple[str, Path, Snapshot | None, str | None]]) -> None:
+def print_list(console: Console, rows: list[tuple[str, Location, Snapshot | None, str | None]]) -> None:
     table = Table(box=None, pad_edge=False)
     for column in ("host", "taken at (UTC)", "labels", "probes"):
         table.add_column(column)

@@ -1,0 +1,93 @@
+"""REFs: ``HOST@latest``, ``HOST@~N``, ``HOST@LABEL``, ``HOST@<timestamp prefix>`` or a file."""
+
+from __future__ import annotations
+
+import os
+import re
+from itertools import islice
+from pathlib import Path
+
+from driftwatch.errors import StoreError, UserError
+from driftwatch.model import Snapshot
+from driftwatch.store.names import is_timestamp_prefix, order_key
+from driftwatch.store.snapshots import SnapshotStore, StoredSnapshot, parse_snapshot
+
+
+def load_snapshot(path: str | Path) -> Snapshot:
+    """Read and validate one local snapshot file; every failure names the file."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot read snapshot: {exc.strerror or exc}") from exc
+    return parse_snapshot(raw, path)
+
+
+def parse_ref(ref: str) -> tuple[str, str]:
+    """Split ``HOST@SELECTOR``; a bare host means its latest snapshot."""
+    host, sep, selector = ref.rpartition("@")
+    if not sep:
+        return ref, "latest"
+    if not host or not selector:
+        raise UserError(f"bad snapshot reference {ref!r}: expected HOST@LABEL, HOST@latest, HOST@~N or a file")
+    return host, selector
+
+
+def _is_file_ref(ref: str) -> bool:
+    return ref.endswith(".json") or os.sep in ref and Path(ref).exists()
+
+
+def resolve_ref(store: SnapshotStore, ref: str) -> StoredSnapshot:
+    """A snapshot file (a path, or a URL inside an object store), or HOST@latest / HOST@~N /
+    HOST@LABEL / HOST@<timestamp prefix>; ``local`` means this machine (``store.local_name``).
+
+    Unreadable files are skipped (and recorded, see ``take_warnings``) except a file named
+    explicitly, which is an error naming it.
+    """
+    if "://" in ref and ref.endswith(".json"):
+        if store.backend.folder_of(ref) is None:
+            raise UserError(f"{ref}: not a file of the snapshot store {store.root}")
+        return StoredSnapshot(ref, store.load(ref))
+    if _is_file_ref(ref):
+        return StoredSnapshot(Path(ref), load_snapshot(ref))
+    host, selector = parse_ref(ref)
+    paths = store.paths(host)
+    name = _shown_host(store, host)
+    if not paths:
+        known = ", ".join(store.hosts()) or "none"
+        raise UserError(f"no snapshots of {name} in {store.root} (hosts with snapshots: {known})")
+    if selector == "latest" or re.fullmatch(r"~\d+", selector):
+        back = 0 if selector == "latest" else int(selector[1:])
+        found = list(islice(store.newest_first(host), back + 1))
+        if len(found) <= back:
+            raise UserError(f"{ref}: only {len(found)} readable snapshot(s) of {name}{_skipped(store, host)}")
+        return found[back]
+    # Labels cannot look like timestamps (validate_label), so a timestamp is never shadowed.
+    if is_timestamp_prefix(selector):
+        prefix = re.sub(r"[-:]", "", selector)
+        matching = [p for p in paths if order_key(_name(p))[0].startswith(prefix)]
+        stored = next(store.readable(reversed(matching)), None)
+        if stored is not None:
+            return stored
+    stored = store.find_label(host, selector)
+    if stored is not None:
+        return stored
+    labels = ", ".join(store.labels(host)) or "none"
+    raise UserError(
+        f"{ref}: no readable snapshot of {name} labelled or timed {selector!r} "
+        f"(labels: {labels}; also latest, ~N){_skipped(store, host)}"
+    )
+
+
+def _shown_host(store: SnapshotStore, host: str) -> str:
+    name = store.name_of(host)
+    return repr(host) if name == host else f"{host!r} (stored as {name!r})"
+
+
+def _name(location: object) -> str:
+    return str(location).rsplit("/", 1)[-1]
+
+
+def _skipped(store: SnapshotStore, host: str) -> str:
+    count = len(store.unreadable(host))
+    return f"; {count} unreadable file(s) skipped" if count else ""
