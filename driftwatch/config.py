@@ -6,6 +6,8 @@ then built-in defaults, which are enough to snapshot ``local`` or any SSH host.
 
 from __future__ import annotations
 
+import re
+import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,10 +39,31 @@ class HostConfig(BaseModel):
     address: str | None = None
 
 
+class StoreOptions(BaseModel):
+    """``[store_options]``: how to reach an s3:// store. Never a secret: credentials come from
+    the environment, ``~/.aws`` or an instance role (``AWS_ENDPOINT_URL[_S3]`` work too)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    endpoint_url: str | None = None  # an S3-compatible server: MinIO, Ceph RGW...
+    region: str | None = None
+    profile: str | None = None  # a profile in ~/.aws/config and ~/.aws/credentials
+
+    def as_dict(self) -> dict[str, str]:
+        return {k: v for k, v in self.model_dump().items() if v}
+
+
+# Keys that would put a credential in the config file: refused, with where to put it instead.
+_SECRET_KEY = re.compile(r"key|secret|token|password|passwd|credential", re.IGNORECASE)
+
+
 class Config(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    store: str = "snapshots"
+    store: str = "snapshots"  # a folder, or an object-store URL (s3://bucket/prefix, gs://..., az://...)
+    store_options: StoreOptions = Field(default_factory=StoreOptions)
+    # What the target `local` is stored under; default: this machine's hostname.
+    local_name: str | None = Field(default=None, min_length=1)
     timeout: float = Field(default=10.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
     connect_timeout: float = Field(default=10.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
     accept_new_host_key: bool = False
@@ -53,6 +76,11 @@ class Config(BaseModel):
     ignore: list[IgnoreRule] = Field(default_factory=list)  # [[ignore]]: never drift (see triage/)
     rules: list[VersionRule] = Field(default_factory=list)  # [[rules]]: known-bad version ranges
     source: str | None = None  # the file this came from, for messages
+
+    def local_host_name(self) -> str:
+        """The name the target ``local`` is stored under: ``local_name``, else the hostname
+        (what the system probe records as ``hostname``), else ``local``."""
+        return self.local_name or socket.gethostname() or LOCAL
 
 
 @dataclass(frozen=True)
@@ -95,6 +123,7 @@ def parse_config(text: str, *, source: str = "<config>") -> Config:
         data: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{source}: not valid TOML: {exc}") from exc
+    _refuse_secrets(data, source)
     try:
         config = Config.model_validate({**data, "source": source})
         for name in config.hosts:
@@ -110,6 +139,16 @@ def parse_config(text: str, *, source: str = "<config>") -> Config:
         if unknown:
             raise UserError(f"{source}: {rule.describe(number)} names unknown group(s): {', '.join(unknown)}")
     return config
+
+
+def _refuse_secrets(data: dict[str, Any], source: str) -> None:
+    options = data.get("store_options")
+    secret = next((k for k in options if _SECRET_KEY.search(str(k))), None) if isinstance(options, dict) else None
+    if secret is not None:
+        raise UserError(
+            f"{source}: store_options.{secret}: no credentials in the config file; use the environment "
+            "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), a profile in ~/.aws (store_options.profile) or an instance role"
+        )
 
 
 def _first_error(exc: ValidationError) -> str:
@@ -138,7 +177,9 @@ def resolve_targets(config: Config, words: list[str]) -> list[Target]:
         seen.add(name)
         host = config.hosts.get(name)
         address = (host.address if host and host.address else name) if name != LOCAL else LOCAL
-        targets.append(Target(name=name, address=address, watch=host_watch(config, name)))
+        # `local` is stored under this machine's name, so nodes sharing a store never collide.
+        stored = config.local_host_name() if name == LOCAL else name
+        targets.append(Target(name=stored, address=address, watch=host_watch(config, name)))
     return targets
 
 

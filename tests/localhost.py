@@ -14,8 +14,12 @@ FAKES = Path(__file__).parent / "fakes"
 H200 = Path(__file__).parent / "fixtures" / "nvidia-smi" / "linux-x86_64__nvidia-h200__590.48.01.txt"
 
 
-def local_host(root: Path, monkeypatch: pytest.MonkeyPatch, *, watch: str = "") -> Path:
-    """Set up ``root`` (the venv at ``root/venv``) and chdir into it; ``watch`` adds lines to ``[watch]``."""
+def local_host(root: Path, monkeypatch: pytest.MonkeyPatch, *, watch: str = "", local_name: str = "local") -> Path:
+    """Set up ``root`` (the venv at ``root/venv``) and chdir into it; ``watch`` adds lines to ``[watch]``.
+
+    ``local`` is stored as ``local_name`` (``local`` here, so paths and .prom names stay
+    short; the push-mode tests store it under a node name, or the hostname with "").
+    """
     bin_dir = root / "bin"
     bin_dir.mkdir()
     shutil.copy(FAKES / "nvidia-smi", bin_dir / "nvidia-smi")
@@ -26,7 +30,8 @@ def local_host(root: Path, monkeypatch: pytest.MonkeyPatch, *, watch: str = "") 
     src.mkdir()
     (src / "server_args.py").write_text("mem_fraction_static = None\n")
     (root / "driftwatch.toml").write_text(
-        f'timeout = 30\n[watch]\npython = ["{python}"]\nfiles = ["{src}/**/*.py"]\n{watch}'
+        (f'local_name = "{local_name}"\n' if local_name else "")
+        + f'timeout = 30\n[watch]\npython = ["{python}"]\nfiles = ["{src}/**/*.py"]\n{watch}'
     )
     monkeypatch.chdir(root)
     return root

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -41,7 +42,8 @@ def test_defaults_need_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 def test_host_overrides_and_groups() -> None:
     config = parse_config(EXAMPLE)
     targets = resolve_targets(config, ["blackwell", "local", "gpu01"])
-    assert [t.name for t in targets] == ["gpu01", "gpu02", "local"]
+    # `local` is stored under this machine's hostname: nodes sharing a store never collide.
+    assert [t.name for t in targets] == ["gpu01", "gpu02", socket.gethostname()]
     assert targets[0].address == "root@10.1.230.174"
     assert targets[0].watch.python == ["/root/ml-env/bin/python3"]
     assert targets[0].watch.repos == ["~/sglang"]
@@ -78,3 +80,25 @@ def test_the_cli_bounds_deadlines_as_the_config_does() -> None:
     from driftwatch import cli, config
 
     assert cli.MAX_SECONDS == config.MAX_SECONDS
+
+
+def test_local_is_stored_under_the_configured_name() -> None:
+    config = parse_config('local_name = "node-0417"\n')
+    [target] = resolve_targets(config, ["local"])
+    assert (target.name, target.address, target.is_local) == ("node-0417", "local", True)
+
+
+def test_store_options_take_where_and_how_never_a_secret() -> None:
+    config = parse_config(
+        'store = "s3://fleet/driftwatch"\n[store_options]\nendpoint_url = "https://minio.lab:9000"\n'
+        'region = "eu-west-1"\nprofile = "driftwatch"\n'
+    )
+    assert config.store_options.as_dict() == {
+        "endpoint_url": "https://minio.lab:9000", "region": "eu-west-1", "profile": "driftwatch",
+    }
+    for key in ("key", "secret", "aws_secret_access_key", "session_token", "password"):
+        with pytest.raises(UserError, match=rf"store_options\.{key}: no credentials in the config file") as info:
+            parse_config(f'[store_options]\n{key} = "AKIA..."\n', source="dw.toml")
+        assert "\n" not in str(info.value) and "AKIA" not in str(info.value)
+    with pytest.raises(UserError, match="store_options.bucket"):
+        parse_config('[store_options]\nbucket = "x"\n')

@@ -29,7 +29,10 @@ if TYPE_CHECKING:
 
 def load(config_path: str | None, store_path: str | None) -> tuple[Config, SnapshotStore]:
     config = load_config(config_path)
-    return config, SnapshotStore(store_path or config.store)
+    store = SnapshotStore(
+        store_path or config.store, options=config.store_options.as_dict(), local_name=config.local_host_name()
+    )
+    return config, store
 
 
 def stdout_console() -> Console:
