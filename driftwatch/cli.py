@@ -51,7 +51,7 @@ app = typer.Typer(
 )
 
 ConfigOpt = Annotated[Optional[str], typer.Option("--config", metavar="FILE", help="Config file (TOML). Default: ./driftwatch.toml, then ~/.config/driftwatch/config.toml.")]
-StoreOpt = Annotated[Optional[str], typer.Option("--store", metavar="DIR", help="Snapshot store folder (default from config: ./snapshots).")]
+StoreOpt = Annotated[Optional[str], typer.Option("--store", metavar="DIR|URL", help="Snapshot store: a folder, or s3://bucket/prefix (also gs://, az://; default from config: ./snapshots).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout, nothing else.")]
 HtmlOpt = Annotated[Optional[str], typer.Option("--html", metavar="FILE", help="Also write the report as one self-contained HTML page (no script, nothing fetched: opens from an email attachment).")]
 MIN_SECONDS, MAX_SECONDS = 0.1, 86400.0  # MAX_SECONDS: config.MAX_SECONDS (not imported: pydantic is slow to load)
@@ -226,7 +226,8 @@ def check(
 
 @app.command(cls=Command, short_help="Compare hosts that should be alike.")
 def fleet(
-    targets: Annotated[list[str], typer.Argument(metavar="TARGET", help="Hosts or groups that should be alike.", show_default=False)],
+    targets: Annotated[Optional[list[str]], typer.Argument(metavar="TARGET", help="Hosts or groups that should be alike (default: every host in the store).", show_default=False)] = None,
+    max_age: Annotated[str, typer.Option("--max-age", metavar="AGE", help="A stored snapshot older than this (30m, 2h, 1d) is stale: named, not compared.")] = "1h",
     snapshot_now: Annotated[bool, typer.Option("--snapshot", help="Snapshot every host now (and store it) instead of comparing the latest stored snapshots.")] = False,
     json_out: JsonOpt = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Markdown, for pasting into an issue.")] = False,
@@ -242,16 +243,17 @@ def fleet(
     For every fact the hosts disagree on: the majority value and each outlier host with
     its value, ranked like diff. Identity (hostnames, boot ids, GPU UUIDs) and volatile
     readings are never outliers. A finding the config's ignore rules name for every
-    host it names is counted in one line, not an outlier. Exit 0 all agree, 2 outliers,
-    1 error.
+    host it names is counted in one line, not an outlier. With no TARGET, every host in
+    the store is compared; no host is contacted unless --snapshot. Exit 0 all agree,
+    2 outliers, 1 error (a host unreachable, unreadable or stale).
     """
-    from driftwatch.commands.fleet import FleetRequest, run_fleet
+    from driftwatch.commands.fleet import FleetRequest, parse_age, run_fleet
 
     request = FleetRequest(
-        fresh=snapshot_now, json_out=json_out, markdown=markdown, parallel=parallel, timeout=timeout, show_ignored=all_,
-        html=html,
+        fresh=snapshot_now, json_out=json_out, markdown=markdown, parallel=parallel, timeout=timeout,
+        show_ignored=all_, max_age=parse_age(max_age), html=html,
     )
-    return run_fleet(targets, request, config_path=config, store_path=store)
+    return run_fleet(targets or [], request, config_path=config, store_path=store)
 
 
 @app.command(cls=Command, short_help="Every change on one host, oldest first, with when it happened.")

@@ -6,11 +6,13 @@ import json
 import os
 import shutil
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from driftwatch.cli import main
+from driftwatch.model import utcnow
 from driftwatch.store import SnapshotStore
 from tests.diff.builders import baseline, dists, make_snapshot
 from tests.sshd import Sshd, free_port
@@ -118,7 +120,8 @@ def three_hosts(root: Path, odd_package: str) -> Path:
         facts["system"].update(hostname=f"node{n}", boot_id=f"b{n}")
         if n == 3:
             dists(facts)[odd_package] = {"name": "evil", "version": "1.0"}
-        store.save(make_snapshot(host=f"gpu0{n}", **facts))
+        # Taken a minute ago: fresh, well inside fleet's default --max-age of 1h.
+        store.save(make_snapshot(host=f"gpu0{n}", **facts).model_copy(update={"taken_at": utcnow() - timedelta(minutes=1)}))
     config = root / "driftwatch.toml"
     config.write_text(f'store = "{store.root}"\n[groups]\nrack = ["gpu01", "gpu02", "gpu03"]\n'
                       '[hosts.gpu01]\n[hosts.gpu02]\n[hosts.gpu03]\n[hosts.gpu09]\n')

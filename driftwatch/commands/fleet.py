@@ -1,12 +1,15 @@
-"""`driftwatch fleet TARGET...`: compare hosts that should be alike, name the odd ones out."""
+"""`driftwatch fleet [TARGET...]`: compare hosts that should be alike, name the odd ones out."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 from rich.console import Console
 from rich.text import Text
 
+from driftwatch import interrupt
 from driftwatch.commands.common import (
     emit, host_message, html_path, ignoring, load, stderr_console, store_warnings, warn_unused_rules, write_html,
 )
@@ -15,8 +18,10 @@ from driftwatch.config import Config, Target, resolve_targets
 from driftwatch.diff import DiffOptions, Severity
 from driftwatch.errors import UserError
 from driftwatch.fleet import FleetResult, compare_fleet
+from driftwatch.fleet.compare import compare_gathered
+from driftwatch.fleet.gather import Extractor
 from driftwatch.fleet.headline import headline_facts
-from driftwatch.model import Snapshot
+from driftwatch.model import Snapshot, utcnow
 from driftwatch.report.diff import IGNORED_TITLE, SEVERITY_STYLE, ignored_summary, md_cell, md_text
 from driftwatch.report.safe import clean
 from driftwatch.store import SnapshotStore
@@ -24,6 +29,16 @@ from driftwatch.triage.apply import RuleUse
 from driftwatch.triage.fleet import ignore_findings
 
 EXIT_OK, EXIT_ERROR, EXIT_OUTLIERS = 0, 1, 2
+HOSTS_NAMED = 8  # a longer host list is counted, not spelled out
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_age(text: str) -> timedelta:
+    """``30m``, ``2h``, ``1d``, ``90s`` or plain seconds; a one-line UserError otherwise."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text.lower())
+    if match is None or float(match.group(1)) <= 0:
+        raise UserError(f"--max-age {text!r}: expected a duration such as 30m, 2h or 1d")
+    return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2) or "s"])
 
 
 @dataclass
@@ -35,35 +50,41 @@ class FleetRequest:
     timeout: float | None = None
     show_ignored: bool = False  # --all: list the findings [[ignore]] rules hide
     html: str | None = None  # --html FILE
+    max_age: timedelta | None = timedelta(hours=1)  # stored snapshots older than this are stale
     unreachable: list[tuple[str, str]] = field(default_factory=list)
+    stale: list[tuple[str, datetime]] = field(default_factory=list)  # host, when its latest snapshot was taken
 
 
 def run_fleet(words: list[str], request: FleetRequest, *, config_path: str | None, store_path: str | None) -> int:
+    """No TARGET: every host in the store (push mode: each node stores its own snapshots)."""
     form = output_format(request.json_out, request.markdown)
     html_file = html_path(request.html)
+    if request.fresh and not words:
+        raise UserError("--snapshot connects to the hosts it is given: name them (or a group)")
     config, store = load(config_path, store_path)
-    targets = resolve_targets(config, words)
-    if len(targets) < 2:
-        names = ", ".join(clean(t.name) for t in targets)
-        raise UserError(f"fleet compares two or more hosts; got {len(targets)} ({names}): name more hosts or a group")
-    with store_warnings(store):  # unreadable snapshot files skipped are named, each once
-        snapshots = _fresh(targets, config, store, request) if request.fresh else _stored(targets, store, request)
     options = DiffOptions(
         free_memory_threshold_mib=config.free_memory_threshold_mib, focus=list(config.watch.focus),
         version_rules=tuple(config.rules),
     )
+    with store_warnings(store):  # unreadable snapshot files skipped are named, each once
+        if request.fresh:
+            snapshots = _fresh(_targets(config, words), config, store, request)
+            compared = compare_fleet(snapshots, options)
+            # The matrix needs a dozen short facts per host, never the snapshots themselves.
+            headlines = {host: headline_facts(snapshot) for host, snapshot in snapshots.items()}
+        else:
+            compared, headlines = _stored(words, config, store, request, options)
     use = RuleUse()
-    result = ignore_findings(compare_fleet(snapshots, options), ignoring(config), use)
+    result = ignore_findings(compared, ignoring(config), use)
     warn_unused_rules(config, use)
     result.summary["unreachable"] = [{"host": h, "error": e} for h, e in request.unreachable]
-    # The matrix needs a dozen short facts per host, never the snapshots themselves.
-    headlines = {host: headline_facts(snapshot) for host, snapshot in snapshots.items()} if html_file else {}
+    result.summary["stale"] = [{"host": h, "taken_at": t.isoformat()} for h, t in request.stale]
     write_html(html_file, lambda: _html_page(result, headlines, request.show_ignored))
     emit(
         form, result.to_json, lambda: render_markdown(result, request.show_ignored),
         lambda console: print_terminal(console, result, request.show_ignored),
     )
-    if request.unreachable:
+    if request.unreachable or request.stale:
         return EXIT_ERROR  # each host's outcome is data; the exit code is the worst one
     return EXIT_OK if result.agree else EXIT_OUTLIERS
 
@@ -74,30 +95,68 @@ def _html_page(result: FleetResult, headlines: dict[str, dict[str, str]], show_i
     return render_fleet(result, headlines, show_ignored=show_ignored)
 
 
-def _stored(targets: list[Target], store: SnapshotStore, request: FleetRequest) -> dict[str, Snapshot]:
-    """Each host's newest readable snapshot (unreadable files are skipped and recorded by the store)."""
-    snapshots: dict[str, Snapshot] = {}
-    for target in targets:
-        latest = store.latest(target.name)
-        if latest is not None:
-            snapshots[target.name] = latest.snapshot
-        elif store.paths(target.name):  # only unreadable files: left out, like an unreachable host
-            request.unreachable.append((target.name, "no readable snapshot"))
-        else:
-            raise UserError(
-                f"{clean(target.name)}: no snapshot in {store.root}; take one "
-                f"(driftwatch snapshot {clean(target.name)}) or run fleet with --snapshot"
-            )
-    _report_left_out(request)
-    if len(snapshots) < 2:
-        raise UserError(f"only {len(snapshots)} of {len(targets)} hosts have a readable snapshot: nothing to compare")
-    return snapshots
+def _targets(config: Config, words: list[str]) -> list[Target]:
+    targets = resolve_targets(config, words)
+    if len(targets) < 2:
+        names = ", ".join(clean(t.name) for t in targets)
+        raise UserError(f"fleet compares two or more hosts; got {len(targets)} ({names}): name more hosts or a group")
+    return targets
 
 
-def _report_left_out(request: FleetRequest) -> None:
+def _stored(
+    words: list[str], config: Config, store: SnapshotStore, request: FleetRequest, options: DiffOptions
+) -> tuple[FleetResult, dict[str, dict[str, str]]]:
+    """Each host's newest readable snapshot, extracted as it is read (unreadable files are skipped
+    and recorded); the comparison, and each host's headline facts."""
+    from driftwatch.commands.fleet_stored import gather_stored
+
+    if not words:
+        files = store.inventory()  # every host in the store, from one listing of it
+        if len(files) < 2:
+            raise UserError(f"fleet compares two or more hosts; {store.root} has snapshots of {len(files)}")
+    else:
+        names = [t.name for t in _targets(config, words)]
+        files = dict(zip(names, interrupt.run_all(store.paths, names, workers=16, name="list"), strict=True))
+        for name, paths in files.items():
+            if not paths:
+                raise UserError(
+                    f"{clean(name)}: no snapshot in {store.root}; take one "
+                    f"(driftwatch snapshot {clean(name)}) or run fleet with --snapshot"
+                )
+    now = utcnow()
+    found = gather_stored(store, files, Extractor(options).extract, max_age=request.max_age, now=now)
+    request.unreachable += found.left_out
+    request.stale += found.stale
+    _report_left_out(request, now)
+    if len(found.gathered.hosts) < 2:
+        raise UserError(
+            f"only {len(found.gathered.hosts)} of {len(files)} hosts have a readable snapshot"
+            f"{_within(request.max_age)}: nothing to compare"
+        )
+    return compare_gathered(found.gathered, options), {h.name: h.headline for h in found.gathered.hosts}
+
+
+def _within(max_age: timedelta | None) -> str:
+    return f" newer than --max-age {_age(max_age)}" if max_age is not None else ""
+
+
+def _age(age: timedelta) -> str:
+    seconds = int(age.total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.3g}{unit}"
+    return f"{seconds}s"
+
+
+def _report_left_out(request: FleetRequest, now: datetime | None = None) -> None:
     err = stderr_console()
     for host, error in request.unreachable:
         err.print(Text(f"driftwatch: {clean(host)}: {clean(error)} (left out of the comparison)", style="red"))
+    for host, taken in request.stale:
+        err.print(Text(
+            f"driftwatch: {clean(host)}: stale: its latest snapshot is {_age((now or utcnow()) - taken)} old, "
+            f"over --max-age {_age(request.max_age or timedelta())} (not compared; is its timer running?)", style="red",
+        ))
 
 
 def _fresh(targets: list[Target], config: Config, store: SnapshotStore, request: FleetRequest) -> dict[str, Snapshot]:
@@ -123,9 +182,16 @@ def _fresh(targets: list[Target], config: Config, store: SnapshotStore, request:
 
 
 def _hosts_line(result: FleetResult) -> str:
-    line = f"compared: {', '.join(result.summary['hosts'])}"
+    line = f"compared: {_names(result.summary['hosts'])}"
     missing = [u["host"] for u in result.summary.get("unreachable", [])]
-    return line + (f"; left out: {', '.join(missing)}" if missing else "")
+    stale = [s["host"] for s in result.summary.get("stale", [])]
+    return line + (f"; left out: {_names(missing)}" if missing else "") + (f"; stale: {_names(stale)}" if stale else "")
+
+
+def _names(hosts: list[str]) -> str:
+    if len(hosts) <= HOSTS_NAMED:
+        return ", ".join(hosts)
+    return f"{', '.join(hosts[:HOSTS_NAMED])} and {len(hosts) - HOSTS_NAMED} more ({len(hosts)} hosts)"
 
 
 def _ignored_line(result: FleetResult, shown_already: bool) -> str | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 from driftwatch.commands.common import emit, html_path, ignoring, load, store_warnings, warn_unused_rules, write_html
 from driftwatch.commands.diff import output_format
@@ -13,7 +12,7 @@ from driftwatch.errors import UserError
 from driftwatch.history import History, HistoryQuery, walk_history
 from driftwatch.model import Snapshot, utcnow
 from driftwatch.report.history import print_terminal, render_markdown
-from driftwatch.store import SnapshotStore
+from driftwatch.store import Location, SnapshotStore
 from driftwatch.triage.apply import RuleUse
 from driftwatch.when import parse_when
 
@@ -56,7 +55,7 @@ def _html_page(history: History, show_all: bool) -> str:
     return render_history(history, show_all=show_all)
 
 
-def _one_at_a_time(store: SnapshotStore, paths: list[Path]) -> Iterator[Snapshot | None]:
+def _one_at_a_time(store: SnapshotStore, paths: list[Location]) -> Iterator[Snapshot | None]:
     """Each file read when the walk reaches it; None for one the store could not read."""
     for path in paths:
         stored = next(store.readable([path]), None)

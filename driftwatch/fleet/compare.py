@@ -3,7 +3,8 @@
 For each fact path the hosts' values are counted. A value held by more than half of the
 hosts is the majority and every other host is an outlier with its value; with no such
 value (two hosts that differ, a 50/50 split) every value is listed with its hosts and no
-host is called odd. Pure: no I/O, no printing.
+host is called odd. Hosts are gathered one at a time first (gather.py), so a thousand
+stored snapshots never sit in memory at once. Pure: no I/O, no printing.
 """
 
 from __future__ import annotations
@@ -17,12 +18,10 @@ from driftwatch.diff.change import Change, DiffOptions, Severity, Waiver
 from driftwatch.diff.context import DiffContext
 from driftwatch.diff.rank import rank_changes
 from driftwatch.fleet import explain
-from driftwatch.fleet.facts import Fact, FactMap, HostView
-from driftwatch.fleet.flatten import flatten, interpreter_labels
-from driftwatch.model import ProbeStatus, Snapshot
+from driftwatch.fleet.facts import Fact, HostView
+from driftwatch.fleet.gather import Extractor, Gathered, HostFacts
+from driftwatch.model import Snapshot
 from driftwatch.rules.finding import Finding as KnownBad
-from driftwatch.rules.host import RuleOptions
-from driftwatch.rules.registry import diagnose
 
 
 @dataclass(frozen=True)
@@ -85,24 +84,41 @@ def compare_fleet(snapshots: Mapping[str, Snapshot], options: DiffOptions | None
     """``snapshots``: host name → its snapshot, at least two."""
     if len(snapshots) < 2:
         raise ValueError("a fleet comparison needs at least two hosts")
+    extractor, gathered = Extractor(options), Gathered()
+    for host, snap in snapshots.items():
+        gathered.add(extractor.extract(host, snap))
+    return compare_gathered(gathered, options)
+
+
+def compare_gathered(gathered: Gathered, options: DiffOptions | None = None) -> FleetResult:
+    """The hosts gathered one at a time (gather.py), at least two.
+
+    Only probes whose facts differ somewhere are looked at path by path, and only paths
+    whose values differ are compared host by host: a thousand alike hosts cost little.
+    """
+    if len(gathered.hosts) < 2:
+        raise ValueError("a fleet comparison needs at least two hosts")
     options = options or DiffOptions()
-    focus = DiffContext.from_options(options).focus
-    labels, by_position = interpreter_labels(dict(snapshots))
-    flat = {
-        host: flatten(snap, HostView(focus, labels[host], by_position, options.free_memory_threshold_mib))
-        for host, snap in snapshots.items()
-    }
-    ok = {h: {n for n, r in s.probes.items() if r.status is ProbeStatus.ok} for h, s in snapshots.items()}
+    base = HostView(DiffContext.from_options(options).focus, {}, False, options.free_memory_threshold_mib)
+    views = gathered.views(base)
+    maps = {h.name: gathered.probe_facts(h, views[h.name]) for h in gathered.hosts}
+    flat: dict[str, Mapping[str, Fact]] = {name: HostFacts(m) for name, m in maps.items()}
+    ok = {h.name: h.ok for h in gathered.hosts}
     findings: list[Finding] = []
-    for path in dict.fromkeys(p for facts in flat.values() for p in facts):
-        findings += _compare_path(path, flat, ok)
+    for probe in dict.fromkeys(p for m in maps.values() for p in m):
+        distinct = list({id(m.get(probe)): m.get(probe) for m in maps.values()}.values())
+        if len(distinct) == 1:
+            continue  # every host has the very same facts here (or none)
+        for path in dict.fromkeys(p for facts in distinct if facts for p in facts):
+            if len({facts[path].value if facts and path in facts else None for facts in distinct}) > 1:
+                findings += _compare_path(path, flat, ok)
     ranked = _dedupe(_rank(findings))
-    rules = RuleOptions(focus=focus, version_rules=tuple(options.version_rules))
-    known_bad = {host: diagnose(snap, rules).problems for host, snap in snapshots.items()}
-    return FleetResult(ranked, summarize(list(snapshots), ranked), known_bad={h: f for h, f in known_bad.items() if f})
+    # Each host's known-bad states, diagnosed on its whole snapshot as it was read (gather.py).
+    known_bad = {h.name: list(h.known_bad) for h in gathered.hosts if h.known_bad}
+    return FleetResult(ranked, summarize([h.name for h in gathered.hosts], ranked), known_bad=known_bad)
 
 
-def _compare_path(path: str, flat: dict[str, FactMap], ok: dict[str, set[str]]) -> list[Finding]:
+def _compare_path(path: str, flat: dict[str, Mapping[str, Fact]], ok: dict[str, frozenset[str]]) -> list[Finding]:
     template = next(facts[path] for facts in flat.values() if path in facts)
     # A host whose probe failed says nothing about that probe's facts.
     takers = [h for h in flat if not template.probe or template.probe in ok[h]]

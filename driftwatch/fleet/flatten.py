@@ -8,7 +8,7 @@ another host: GPUs by position, files by path, distributions by interpreter and 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from driftwatch.diff.change import Severity
@@ -31,24 +31,25 @@ def generic(probe: str, facts: dict[str, Any], prefix: str | None = None) -> Fac
     return out
 
 
-def interpreter_labels(snapshots: dict[str, Snapshot]) -> tuple[dict[str, dict[str, str]], bool]:
-    """Interpreters named the same on every host keep their name; else they match by position.
+def interpreter_labels(keys: Mapping[str, Iterable[str]]) -> tuple[dict[str, dict[str, str]], bool]:
+    """``keys``: each host's interpreter keys, in order (``interpreter_keys``).
 
+    Interpreters named the same on every host keep their name; else they match by position.
     Hosts configured with different interpreter paths (one venv per host) still compare
     "the first configured interpreter" with each other, which is what the config means.
     """
-    keys = {host: list(_interpreter_keys(snap)) for host, snap in snapshots.items()}
-    known = [k for k in keys.values() if k]
+    lists = {host: list(ks) for host, ks in keys.items()}
+    known = [k for k in lists.values() if k]
     if all(k == known[0] for k in known):
-        return {host: {k: k for k in ks} for host, ks in keys.items()}, False
-    return {host: {k: f"python #{i + 1}" for i, k in enumerate(ks)} for host, ks in keys.items()}, True
+        return {host: {k: k for k in ks} for host, ks in lists.items()}, False
+    return {host: {k: f"python #{i + 1}" for i, k in enumerate(ks)} for host, ks in lists.items()}, True
 
 
-def _interpreter_keys(snapshot: Snapshot) -> Iterator[str]:
+def interpreter_keys(snapshot: Snapshot) -> tuple[str, ...]:
     seen = as_dict(snapshot.facts("python").get("interpreters")) or as_dict(
         snapshot.facts("cuda").get("torch")
     )
-    yield from (str(k) for k in seen)
+    return tuple(str(k) for k in seen)
 
 
 def probe_fact(name: str, status: ProbeStatus, error: str | None) -> Fact:
@@ -60,24 +61,29 @@ def probe_fact(name: str, status: ProbeStatus, error: str | None) -> Fact:
                 note=" ".join((error or "").split())[:120])
 
 
+def flatten_probe(name: str, status: ProbeStatus, error: str | None, facts: dict[str, Any], view: HostView) -> FactMap:
+    """One probe's comparable facts: its status, and its facts when it is ok."""
+    out: FactMap = {f"probe[{name}]": probe_fact(name, status, error)}
+    if status is not ProbeStatus.ok:
+        return out  # a hung nvidia-smi is not "no GPUs": its facts say nothing
+    area = AREAS.get(name)
+    if area is None:
+        out.update(generic(name, facts))
+        return out
+    try:
+        found, handled = area(facts, view)
+    except (TypeError, AttributeError, KeyError, ValueError):
+        # Facts of an unexpected shape (a foreign or older probe) are still compared.
+        found, handled = {}, frozenset()
+    out.update(found)
+    out.update(generic(name, {k: v for k, v in facts.items() if k not in handled}))
+    return out
+
+
 def flatten(snapshot: Snapshot, view: HostView) -> FactMap:
     """Every comparable fact of one host, by fact path."""
     out: FactMap = {}
     for name, record in snapshot.probes.items():
-        out[f"probe[{name}]"] = probe_fact(name, record.status, record.error)
-        if record.status is not ProbeStatus.ok:
-            continue  # a hung nvidia-smi is not "no GPUs": its facts say nothing
-        area = AREAS.get(name)
-        if area is None:
-            out.update(generic(name, record.facts))
-            continue
-        try:
-            facts, handled = area(record.facts, view)
-        except (TypeError, AttributeError, KeyError, ValueError):
-            # Facts of an unexpected shape (a foreign or older probe) are still compared.
-            facts, handled = {}, frozenset()
-        out.update(facts)
-        out.update(generic(name, {k: v for k, v in record.facts.items() if k not in handled}))
+        out.update(flatten_probe(name, record.status, record.error, record.facts, view))
     out.update(launch_facts(snapshot))
     return out
-
