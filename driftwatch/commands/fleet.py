@@ -19,7 +19,6 @@ from driftwatch.diff import DiffOptions, Severity
 from driftwatch.errors import UserError
 from driftwatch.fleet import FleetResult, compare_fleet
 from driftwatch.fleet.compare import compare_gathered
-from driftwatch.fleet.gather import Extractor
 from driftwatch.fleet.headline import headline_facts
 from driftwatch.model import Snapshot, utcnow
 from driftwatch.report.diff import IGNORED_TITLE, SEVERITY_STYLE, ignored_summary, md_cell, md_text
@@ -124,7 +123,7 @@ def _stored(
                     f"(driftwatch snapshot {clean(name)}) or run fleet with --snapshot"
                 )
     now = utcnow()
-    found = gather_stored(store, files, Extractor(options).extract, max_age=request.max_age, now=now)
+    found = gather_stored(store, files, options, max_age=request.max_age, now=now)
     request.unreachable += found.left_out
     request.stale += found.stale
     _report_left_out(request, now)

@@ -25,6 +25,7 @@ from driftwatch.fleet.gpus import gpu_facts
 from driftwatch.fleet.libraries import LIBRARY_AREAS
 from driftwatch.fleet.runtime import RUNTIME_AREAS
 from driftwatch.fleet.stack import STACK_AREAS
+from driftwatch.model import VOLATILE_KEY
 
 _SYSTEM: dict[str, tuple[Severity, str]] = {
     "kernel": (Severity.high, "kernel"),
@@ -101,6 +102,19 @@ def python_facts(facts: dict[str, Any], view: HostView) -> tuple[FactMap, frozen
     return out, frozenset({"interpreters"})
 
 
+def python_content(facts: dict[str, Any]) -> Any:
+    """Everything ``python_facts`` reads, cheaply (gather.py digests it for thousands of hosts):
+    every field of every interpreter and distribution but identities (install times)."""
+    drop = IDENTITY_KEYS | {VOLATILE_KEY}
+    out = []
+    for key, interp in as_dict(facts.get("interpreters")).items():
+        entry = as_dict(interp)
+        dists = [(name, [kv for kv in d.items() if kv[0] not in drop] if type(d) is dict else repr(d))
+                 for name, d in as_dict(entry.get("distributions")).items()]
+        out.append((key, [kv for kv in entry.items() if kv[0] != "distributions" and kv[0] not in drop], dists))
+    return out, [(k, v) for k, v in facts.items() if k != "interpreters"]
+
+
 def _distribution(base: str, name: str, dist: dict[str, Any], prefix: str, view: HostView) -> FactMap:
     focus = is_focus(name, view)
     severity = Severity.high if focus else Severity.low
@@ -138,3 +152,8 @@ AREAS: dict[str, Area] = {
     **STACK_AREAS,
     **LIBRARY_AREAS,
 }
+
+# Areas whose facts name interpreters by the fleet's labels (``view.interpreters``, from
+# every host's interpreters: flatten.interpreter_labels): gather.py flattens them once the
+# whole fleet is known. tests/fleet/test_gather.py checks that no other area reads them.
+FLEET_VIEW_AREAS = frozenset({"python", "cuda", "libraries"})

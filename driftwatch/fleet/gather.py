@@ -8,11 +8,13 @@ no snapshot outlives its extraction (``Extractor.extract``). Two kinds of block:
 
 - **flattened as read** (system, gpu, git, processes, logs, launch settings, probes
   without rules): the facts of ``flatten`` itself, digested;
-- **kept raw, flattened at the end** once per distinct content: ``python`` and ``cuda``,
-  whose fact names depend on every host's interpreters (``interpreter_labels``), and
-  ``files``, thousands of entries that would cost more to flatten per host than to read.
-  Their digest covers the facts without identity keys and volatile readings, which is
-  everything their areas read (``comparable``).
+- **kept raw, flattened at the end** once per distinct content: ``python``, ``cuda`` and
+  ``libraries``, whose fact names depend on every host's interpreters
+  (``FLEET_VIEW_AREAS``), and ``files``, thousands of entries that would cost more to
+  flatten per host than to read.
+  Their digest covers everything their areas read: the facts without identity keys and
+  volatile readings (``comparable``; ``python_content`` and ``files_content`` beside
+  their areas take the same from thousands of entries without a walk of every value).
 
 Pure: no I/O. Digests are stable across processes (marshal, not ``hash``), so workers
 in other processes can extract and send only digests the receiver has not seen.
@@ -22,23 +24,24 @@ from __future__ import annotations
 
 import hashlib
 import marshal
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from driftwatch.diff.change import DiffOptions
 from driftwatch.diff.context import DiffContext
+from driftwatch.fleet.areas import FLEET_VIEW_AREAS, python_content
 from driftwatch.fleet.facts import IDENTITY_KEYS, Fact, FactMap, HostView
 from driftwatch.fleet.flatten import flatten_probe, interpreter_keys, interpreter_labels
 from driftwatch.fleet.headline import headline_facts
-from driftwatch.fleet.runtime import launch_facts
+from driftwatch.fleet.runtime import files_content, launch_facts
 from driftwatch.model import VOLATILE_KEY, ProbeStatus, Snapshot
 from driftwatch.rules.finding import Finding as KnownBad
 from driftwatch.rules.host import RuleOptions
 from driftwatch.rules.registry import diagnose
 
-RAW_PROBES = frozenset({"python", "cuda", "files"})
+RAW_PROBES = FLEET_VIEW_AREAS | {"files"}
 LAUNCH = "launch"  # the block of launch settings (processes' argv with the logs' arguments)
 _DROP = IDENTITY_KEYS | {VOLATILE_KEY}
 _SCALARS = (str, int, float, bool, type(None))
@@ -74,20 +77,25 @@ class HostExtract:
 
 
 def comparable(value: Any) -> Any:
-    """``value`` without identity keys and volatile readings, as nested tuples (hashable, marshallable)."""
+    """``value`` without identity keys and volatile readings, as nested lists (marshallable)."""
     if isinstance(value, dict):
-        return tuple([(k, v if type(v) in _SCALARS else comparable(v)) for k, v in value.items() if k not in _DROP])
+        return [(k, v if type(v) in _SCALARS else comparable(v)) for k, v in value.items() if k not in _DROP]
     if isinstance(value, list | tuple):
-        return tuple([v if type(v) in _SCALARS else comparable(v) for v in value])
+        return [v if type(v) in _SCALARS else comparable(v) for v in value]
     return value if type(value) in _SCALARS else repr(value)
+
+
+# What the big raw areas read, taken without a walk of every value (python: 800 distributions,
+# files: 5,000 files); the other raw areas are small enough for ``comparable``.
+CONTENT: dict[str, Callable[[dict[str, Any]], Any]] = {"python": python_content, "files": files_content}
 
 
 def _digest(kind: str, content: Any) -> bytes:
     try:
         data = marshal.dumps((kind, content), 2)  # version 2: no back-references, the same bytes everywhere
-    except ValueError:  # a value marshal does not take (a Fact value never is; a safety net)
+    except ValueError:  # a value marshal does not take (JSON never has one; a safety net)
         data = repr((kind, content)).encode("utf-8", "surrogatepass")
-    return hashlib.blake2b(data, digest_size=16).digest()
+    return hashlib.sha256(data).digest()[:16]  # OpenSSL's sha256: the fastest digest here (0.5 ms a MB)
 
 
 def _fact_tuple(path: str, fact: Fact) -> tuple[Any, ...]:
@@ -119,7 +127,7 @@ class Extractor:
     def _probe_block(self, name: str, status: ProbeStatus, error: str | None, facts: dict[str, Any]) -> Block:
         if name not in RAW_PROBES:
             return self._facts_block(name, flatten_probe(name, status, error, facts, self.view))
-        content = comparable(facts) if status is ProbeStatus.ok else None
+        content = CONTENT.get(name, comparable)(facts) if status is ProbeStatus.ok else None
         digest = _digest(f"raw:{name}", (status.value, error, content))
         raw = None if digest in self._sent else RawProbe(status, error, facts)
         self._sent.add(digest)
@@ -150,12 +158,17 @@ class Gathered:
     _blocks: dict[bytes, Block] = field(default_factory=dict)
     _flat: dict[tuple[bytes, tuple[tuple[str, str], ...], bool], FactMap] = field(default_factory=dict)
 
-    def add(self, extract: HostExtract) -> None:
+    def learn(self, extract: HostExtract) -> None:
+        """Keep the block contents ``extract`` carries (also from a host that is not compared:
+        a later host with the same content arrives without it)."""
         for block in extract.blocks:
-            if block.digest not in self._blocks:
-                if block.facts is None and block.raw is None:
-                    raise ValueError(f"{extract.host}: block {block.probe} arrived without its content")
+            if block.digest not in self._blocks and (block.facts is not None or block.raw is not None):
                 self._blocks[block.digest] = block
+
+    def add(self, extract: HostExtract) -> None:
+        """Compare this host too. Extracts may arrive in any order: a block's content can come
+        with a later one (``learn``), as long as it has come by ``probe_facts``."""
+        self.learn(extract)
         digests = {b.probe: b.digest for b in extract.blocks}
         self.hosts.append(
             _Host(extract.host, extract.ok, extract.interpreters, digests, extract.known_bad, extract.headline)
@@ -172,7 +185,9 @@ class Gathered:
         """A host's facts, probe by probe; hosts with the same block share the same FactMap object."""
         out: dict[str, FactMap] = {}
         for probe, digest in host.blocks.items():
-            block = self._blocks[digest]
+            block = self._blocks.get(digest)
+            if block is None:
+                raise ValueError(f"{host.name}: the content of its {probe} block never arrived")
             if block.facts is not None:
                 out[probe] = block.facts
                 continue

@@ -45,6 +45,14 @@ def files_facts(facts: dict[str, Any], view: HostView) -> tuple[FactMap, frozens
     return out, frozenset({"files", "patterns", "truncated", "truncated_reason"})
 
 
+def files_content(facts: dict[str, Any]) -> Any:
+    """Everything ``files_facts`` reads, cheaply (gather.py digests it for thousands of hosts):
+    per file its error, content and mode (not its mtime: identity), and the other keys."""
+    files = [(path, e.get("error"), e.get("sha256"), e.get("mode")) if type(e) is dict else (path, repr(e))
+             for path, e in as_dict(facts.get("files")).items()]
+    return files, [(k, v) for k, v in facts.items() if k != "files"]
+
+
 def processes_facts(facts: dict[str, Any], view: HostView) -> tuple[FactMap, frozenset[str]]:
     servers = as_dict(facts.get("servers"))
     out: FactMap = {
