@@ -6,6 +6,7 @@
 #   DRIFTWATCH_HOME  where the virtualenv goes   (default ~/.local/share/driftwatch)
 #   DRIFTWATCH_BIN   where the `driftwatch` link goes (default ~/.local/bin)
 #   PYTHON           the interpreter to build it on (default python3; 3.10 or newer)
+#   DRIFTWATCH_EXTRAS optional extras, e.g. s3 for an s3:// store (fsspec, s3fs)
 # Run it again to upgrade in place.
 set -eu
 
@@ -28,7 +29,9 @@ if ! "$python" -c 'import ensurepip, venv' >/dev/null 2>&1; then
 fi
 
 "$python" -m venv "$home/venv"
-"$home/venv/bin/python" -m pip install --quiet --disable-pip-version-check "$here"
+spec=$here
+[ -n "${DRIFTWATCH_EXTRAS:-}" ] && spec="$here[$DRIFTWATCH_EXTRAS]"
+"$home/venv/bin/python" -m pip install --quiet --disable-pip-version-check "$spec"
 mkdir -p "$bin"
 ln -sf "$home/venv/bin/driftwatch" "$bin/driftwatch"
 echo "installed $("$bin/driftwatch" --version) as $bin/driftwatch"
