@@ -29,7 +29,8 @@ from driftwatch import interrupt
 from driftwatch.diff import DiffOptions
 from driftwatch.errors import StoreError
 from driftwatch.fleet.gather import Extractor, Gathered, HostExtract
-from driftwatch.store import Location, SnapshotStore, parse_snapshot
+from driftwatch.store import Location, LocalBackend, SnapshotStore, parse_snapshot
+from driftwatch.store.local import read_file
 from driftwatch.store.names import stamp_time
 
 IN_FLIGHT = 16  # snapshots being read or extracted at once: bounds memory to ~16 snapshots
@@ -57,6 +58,9 @@ def gather_stored(
     result = StoredFleet()
     cutoff = now - max_age if max_age is not None else None
     todo = deque(_Host(h, deque(reversed(paths))) for h, paths in files.items())
+    # A folder's files are read by the extracting process itself: no copy of every snapshot
+    # through a pipe. An object store's are fetched here, 16 at a time, to hide its latency.
+    direct = isinstance(store.backend, LocalBackend)
     with ThreadPoolExecutor(IN_FLIGHT, thread_name_prefix="read") as reads, \
             _extractors(options, len(files)) as cpu, _no_gc():
         # Each future is a file being read (bytes) or extracted (HostExtract, or why it is unreadable).
@@ -65,7 +69,11 @@ def gather_stored(
             while todo and len(pending) < IN_FLIGHT:
                 host = todo.popleft()
                 location = _next_fresh(host, cutoff, result)
-                if location is not None:
+                if location is None:
+                    continue
+                if direct:
+                    pending[cpu.submit(extract_file, host.name, str(location))] = (host, location, False)
+                else:
                     pending[reads.submit(store.backend.read, location)] = (host, location, True)
             done, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
             interrupt.check()
@@ -126,6 +134,14 @@ def _start_worker(options: DiffOptions) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops the pool
     gc.disable()  # see _no_gc: a worker only ever builds acyclic JSON trees
     _start(options)
+
+
+def extract_file(host: str, location: str) -> HostExtract | str:
+    """A local snapshot file's facts, or why it cannot be read."""
+    try:
+        return extract_bytes(host, location, read_file(location))
+    except StoreError as exc:
+        return str(exc)
 
 
 def extract_bytes(host: str, location: str, data: bytes) -> HostExtract | str:

@@ -91,10 +91,7 @@ class LocalBackend:
         return {p.name: self.names(p.name) for p in _host_folders(self.root)}
 
     def read(self, location: Location) -> bytes:
-        try:
-            return Path(location).read_bytes()
-        except OSError as exc:
-            raise StoreError(f"{location}: cannot read snapshot: {exc.strerror or exc}") from exc
+        return read_file(location)
 
     def read_state(self, folder: str, name: str) -> bytes | None:
         try:
@@ -204,6 +201,13 @@ class LocalBackend:
             for state in folder.glob(".alert-*.json"):
                 if not (target / state.name).exists():
                     os.replace(state, target / state.name)
+
+
+def read_file(location: Location) -> bytes:
+    try:
+        return Path(location).read_bytes()
+    except OSError as exc:
+        raise StoreError(f"{location}: cannot read snapshot: {exc.strerror or exc}") from exc
 
 
 def _host_folders(root: Path) -> list[Path]:
