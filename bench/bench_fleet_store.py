@@ -16,7 +16,7 @@ file and keeps them (what holding the snapshots would cost).
 
 Run:  python bench/bench_fleet_store.py [--hosts 1000] [--repeat 3] [--dir DIR] [--s3 200]
 
-The store is kept in DIR (default bench/.fleet-store-<hosts>, git-ignored) and reused
+The store is kept in DIR (default bench/.fleet-store-v2-<hosts>, git-ignored) and reused
 by later runs. --s3 N also times fleet over the first N hosts uploaded to a bucket of
 moto's S3 server on 127.0.0.1 (tests/s3.py), against json.loads of the same N files: moto
 is a Python server sharing these 2 cores, so read that figure as an upper bound on what
@@ -32,6 +32,7 @@ import copy
 import io
 import json
 import os
+import re
 import resource
 import statistics
 import subprocess
@@ -52,6 +53,17 @@ from driftwatch.model import HostIdentity, ProbeRecord, ProbeStatus, Snapshot, u
 from driftwatch.store import SnapshotStore  # noqa: E402
 
 ODD = {17: "nccl", 423: "kernel", 777: "file"}
+
+
+def healthy(base: dict[str, Any]) -> dict[str, Any]:
+    """The diff bench's host with every requirement met, as on a host that works: its
+    synthetic ranges (>=1.7 of a 1.3.x) would give doctor thousands of unmet requirements."""
+    dists = base["python"]["interpreters"]["python3"]["distributions"]
+    versions = {name: d["version"] for name, d in dists.items()}
+    for dist in dists.values():
+        dist["requires"] = [f"{dep}=={versions[dep]}" if dep in versions else f"{dep}>=0"
+                            for dep in (re.split(r"[=<>!~ ;\[]", r, maxsplit=1)[0] for r in dist["requires"])]
+    return base
 
 
 def host_snapshot(base: dict[str, Any], n: int, hosts: int) -> Snapshot:
@@ -85,7 +97,7 @@ def generate(store_dir: Path, hosts: int) -> None:
     store = SnapshotStore(store_dir)
     if len(store.hosts()) == hosts:
         return
-    base = base_facts()
+    base = healthy(base_facts())
     start = time.perf_counter()
     for n in range(hosts):
         store.save(host_snapshot(base, n, hosts))
@@ -155,7 +167,7 @@ def main_() -> None:
     parser.add_argument("--s3", type=int, default=0, metavar="N")
     args = parser.parse_args()
     compileall.compile_dir(str(ROOT / "driftwatch"), quiet=1)
-    store_dir = args.dir or ROOT / "bench" / f".fleet-store-{args.hosts}"
+    store_dir = args.dir or ROOT / "bench" / f".fleet-store-v2-{args.hosts}"
     generate(store_dir, args.hosts)
     refresh(store_dir, args.hosts)
     files = newest_files(store_dir)
