@@ -48,7 +48,8 @@ def page(path: Path) -> Node:
 
 COMMANDS = {
     "diff": ["diff", "gpu01@good", "gpu01@latest"],
-    "fleet": ["fleet", "gpu01", "gpu02", "gpu03", "gpu04"],
+    # The snapshots were taken in February: not stale for this comparison (fleet's --max-age).
+    "fleet": ["fleet", "gpu01", "gpu02", "gpu03", "gpu04", "--max-age", "3650d"],
     "history": ["history", "gpu01"],
 }
 

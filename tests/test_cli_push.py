@@ -62,8 +62,10 @@ def test_nodes_push_to_one_bucket_and_fleet_names_the_odd_one(node: Node, capsys
     summary = json.loads(out)["summary"]
     assert summary["hosts"] == ["node-a", "node-b", "node-c"] and summary["outlier_hosts"] == ["node-c"]
     assert "sgl-kernel" in summary["headline"] and summary["stale"] == []
-    code, out, _ = run(capsys, "fleet", "--all", "--store", url)
+    code, out, _ = run(capsys, "fleet", "--store", url, "--html", str(root / "fleet.html"))  # no TARGET: every host
     assert code == 2 and out.startswith("1 odd host out of 3: node-c")
+    page = (root / "fleet.html").read_text()
+    assert "node-a" in page and "node-c" in page and "0.3.17" in page, "the matrix shows each node's headline facts"
 
 
 def test_local_is_stored_under_the_hostname_by_default(node: Node, capsys: pytest.CaptureFixture[str]) -> None:
