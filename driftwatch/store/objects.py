@@ -32,7 +32,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from filelock import FileLock
 
 from driftwatch.errors import StoreError, UserError
 from driftwatch.fileio import make_dir
@@ -163,6 +162,8 @@ class ObjectBackend:
         place = lock_folder() / hashlib.sha256(self.root.encode()).hexdigest()[:16]
         try:
             make_dir(place, 0o700)
+            from filelock import FileLock
+
             lock = FileLock(str(place / f"{folder}.lock"), timeout=timeout, mode=0o600)
         except OSError as exc:
             raise StoreError(f"{place}: cannot take the host's lock: {exc.strerror or exc}") from exc
