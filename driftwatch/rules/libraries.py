@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from driftwatch.diff import fmt
 from driftwatch.diff.context import Facts, as_dict
+from driftwatch.diff.integrity import file_category, short_path
 from driftwatch.rules.finding import Finding, Subject
 from driftwatch.rules.host import Host, Missing, package_subjects
 from driftwatch.severity import Severity
@@ -176,21 +177,3 @@ def _copy(path: str, files: Facts) -> str:
 def _where(host: Host, interp: str) -> str:
     integrity = as_dict(host.facts("libraries").get("integrity"))
     return f" ({interp})" if len(integrity) > 1 else ""
-
-
-def file_category(path: str) -> str:
-    """The diff's category for a library file (``diff/integrity.py`` on the libs branch)."""
-    name = str(path).rsplit("/", 1)[-1]
-    if "nccl" in str(path):
-        return "nccl"
-    if "/nvidia/" in str(path) or name.startswith(("libcu", "libnv")):
-        return "cuda"
-    return "package"
-
-
-def short_path(path: object) -> str:
-    text = str(path)
-    for marker in ("/site-packages/", "/dist-packages/"):
-        if marker in text:
-            return text.rsplit(marker, 1)[1]
-    return text
