@@ -79,8 +79,9 @@ def vllm_budget(host: Host) -> list[Finding]:
         findings.append(Finding(
             severity=Severity.critical,
             why=f"the KV cache budget is {budget:.1f} GiB{since} (total × gpu_memory_utilization − weights − "
-                "activation peak): vLLM stops with 'No available memory for the cache blocks'"
-                + (f"; the log shows it failed: {failure}" if failure else ""),
+                "activation peak): vLLM cannot start with this"
+                + (f"; the log shows it failed: {failure}" if failure
+                   else " (it would stop with 'No available memory for the cache blocks')"),
             fix="raise --gpu-memory-utilization, lower --max-num-seqs or --max-model-len, or free GPU memory",
             reference=VLLM_MEMORY,
             subjects=(("launch-arg", "gpu_memory_utilization"),),

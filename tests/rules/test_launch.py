@@ -54,7 +54,8 @@ def test_vllm_with_no_memory_left_for_the_cache() -> None:
     text = vllm_run("-2.31", "0") + "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`.\n"
     findings = found(VL, make_snapshot(logs=logs(text)))
     assert [(f.severity, f.observed) for f in findings] == [(Severity.critical, True), (Severity.high, False)]
-    assert "vLLM stops with 'No available memory for the cache blocks'" in findings[0].why
+    assert "vLLM cannot start with this; the log shows it failed: " in findings[0].why
+    assert "No available memory for the cache blocks" in findings[0].why and "would stop" not in findings[0].why
     assert "fewer than one request of the full context length (max_model_len 131,072)" in findings[1].why
 
 
@@ -64,3 +65,4 @@ def test_vllm_with_a_lower_utilization_set_since_is_predicted() -> None:
     lower = make_snapshot(processes=processes(server(*VLLM, "--gpu-memory-utilization", "0.8")), logs=logs(text))
     [finding] = found(VL, lower)
     assert not finding.observed and "(the log's run had 0.9)" in finding.why and "-9.0 GiB" in finding.why
+    assert "it would stop with 'No available memory for the cache blocks'" in finding.why  # predicted, not seen
