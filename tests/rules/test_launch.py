@@ -55,7 +55,7 @@ def test_vllm_with_no_memory_left_for_the_cache() -> None:
     findings = found(VL, make_snapshot(logs=logs(text)))
     assert [(f.severity, f.observed) for f in findings] == [(Severity.critical, True), (Severity.high, False)]
     assert "vLLM cannot start with this; the log shows it failed: " in findings[0].why
-    assert "No available memory for the cache blocks" in findings[0].why and "would stop" not in findings[0].why
+    assert "Available KV cache memory: -2.31 GiB" in findings[0].why and "would stop" not in findings[0].why
     assert "fewer than one request of the full context length (max_model_len 131,072)" in findings[1].why
 
 
