@@ -78,13 +78,39 @@ def unmet_requirements(host: Host) -> list[Finding]:
     arch = host.arch()
     interpreters = host.interpreters()
     findings: dict[str, Finding] = {}
+    missing: dict[tuple[str, str], list[tuple[Broken, Finding]]] = {}
     for interp, facts in interpreters.items():
         dists = as_dict(facts.get("distributions"))
         where = f" in {interp}" if len(interpreters) > 1 else ""
         for broken in broken_requirements(dists, facts.get("version"), arch, host.options.focus):
             finding = _finding(host, interp, where, broken, dists)
-            findings.setdefault(finding.key, finding)  # one per (requirer, dependency)
+            if broken.installed is None and finding.reference == PIP_CHECK:
+                missing.setdefault((interp, where), []).append((broken, finding))
+            else:
+                findings.setdefault(finding.key, finding)  # one per (requirer, dependency)
+    for (interp, where), group in missing.items():
+        for requirer in dict.fromkeys(b.requirer for b, _ in group):
+            found = _missing(interp, where, [(b, f) for b, f in group if b.requirer == requirer])
+            findings.setdefault(found.key, found)
     return list(findings.values())
+
+
+def _missing(interp: str, where: str, group: list[tuple[Broken, Finding]]) -> Finding:
+    """One finding for everything one distribution requires and nothing installs: a fresh
+    environment missing ten dependencies of a package is one thing to fix, not ten."""
+    first, finding = group[0]
+    if len(group) == 1:
+        return finding
+    texts = [b.text + (f" (extra [{b.extra}])" if b.extra else "") for b, _ in group]
+    needs = ", ".join(texts[:-1]) + " and " + texts[-1]
+    return Finding(
+        severity=max((f.severity for _, f in group), key=lambda s: s.rank),
+        why=f"{first.requirer} {first.requirer_version} requires {needs}, but none of them is installed{where}",
+        fix="pip install " + " ".join(f"'{b.text}'" for b, _ in group),
+        reference=PIP_CHECK,
+        subjects=tuple(dict.fromkeys(s for _, f in group for s in f.subjects)),
+        key=f"{interp}: {first.requirer} → missing",
+    )
 
 
 def broken_requirements(

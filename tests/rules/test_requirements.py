@@ -98,3 +98,31 @@ def test_without_readable_distributions_the_rule_says_nothing() -> None:
     facts = baseline()
     facts["python"]["interpreters"]["python3"] = {"executable": "/root/ml-env/bin/python3", "error": "No such file"}
     assert not_run(RULE, make_snapshot(**facts)) == "no interpreter's distributions could be read"
+
+
+def test_everything_one_package_lacks_is_one_finding() -> None:
+    # A fresh environment missing several of sglang's dependencies: one thing to fix.
+    facts = with_dists()
+    for name in ("transformers", "numpy"):
+        dists(facts).pop(name)
+    dists(facts)["sglang"]["requires"] += ["aiohttp", "tqdm"]
+    [finding] = [f for f in found(RULE, make_snapshot(**facts)) if f.why.startswith("sglang")]
+    assert finding.why == ("sglang 0.5.6 requires aiohttp, tqdm and transformers>=4.57, but none of them is "
+                           "installed")
+    assert finding.fix == "pip install 'aiohttp' 'tqdm' 'transformers>=4.57'"
+    assert finding.severity is Severity.high and finding.key == "python3: sglang → missing"
+    assert ("package", "tqdm") in finding.subjects and ("package", "sglang") in finding.subjects
+
+
+def test_a_dependency_missing_on_top_of_others_is_a_new_known_bad_state() -> None:
+    from driftwatch.diff import diff_snapshots
+
+    before = with_dists()
+    dists(before)["sglang"]["requires"] += ["aiohttp", "tqdm"]  # both missing in the good run
+    after = with_dists()
+    dists(after)["sglang"]["requires"] += ["aiohttp", "tqdm"]
+    dists(after).pop("transformers")  # now a third one is missing
+    result = diff_snapshots(make_snapshot(**before), make_snapshot(minutes=5, **after))
+    [state] = [f for f in result.findings if f.rule == RULE]
+    assert "transformers>=4.57" in state.why
+    assert result.changes[0].item == "transformers" and "known-bad state" in result.changes[0].explanation
