@@ -238,7 +238,7 @@ def fleet(
     markdown: Annotated[bool, typer.Option("--markdown", help="Markdown, for pasting into an issue.")] = False,
     parallel: Annotated[int, typer.Option("--parallel", metavar="N", help="Hosts snapshotted at once (with --snapshot).", min=1)] = 32,
     timeout: Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", help="Per-probe deadline in seconds (with --snapshot).", callback=_seconds)] = None,
-    all_: Annotated[bool, typer.Option("--all", help="Also list the findings the config's ignore rules hide.")] = False,
+    all_: Annotated[bool, typer.Option("--all", help="Also list the findings the config's ignore rules hide. With no TARGET every host in the store is compared anyway, so `fleet --all --store s3://…` compares them all.")] = False,
     html: Annotated[Optional[str], typer.Option("--html", metavar="FILE", help="Also write a self-contained HTML page: a matrix of hosts × facts, every outlier cell marked, its majority value on hover.")] = None,
     config: ConfigOpt = None,
     store: StoreOpt = None,
