@@ -14,7 +14,7 @@ never under a development extra, and only when the dependency is installed.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -99,8 +99,9 @@ def _missing(interp: str, where: str, group: list[tuple[Broken, Finding]]) -> Fi
     """One finding for everything one distribution requires and nothing installs: a fresh
     environment missing ten dependencies of a package is one thing to fix, not ten."""
     first, finding = group[0]
+    key = f"{interp}: {first.requirer} → missing"  # one identity however many are missing
     if len(group) == 1:
-        return finding
+        return replace(finding, key=key)
     texts = [b.text + (f" (extra [{b.extra}])" if b.extra else "") for b, _ in group]
     needs = ", ".join(texts[:-1]) + " and " + texts[-1]
     return Finding(
@@ -109,7 +110,7 @@ def _missing(interp: str, where: str, group: list[tuple[Broken, Finding]]) -> Fi
         fix="pip install " + " ".join(f"'{b.text}'" for b, _ in group),
         reference=PIP_CHECK,
         subjects=tuple(dict.fromkeys(s for _, f in group for s in f.subjects)),
-        key=f"{interp}: {first.requirer} → missing",
+        key=key,
     )
 
 

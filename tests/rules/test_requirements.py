@@ -126,3 +126,17 @@ def test_a_dependency_missing_on_top_of_others_is_a_new_known_bad_state() -> Non
     [state] = [f for f in result.findings if f.rule == RULE]
     assert "transformers>=4.57" in state.why
     assert result.changes[0].item == "transformers" and "known-bad state" in result.changes[0].explanation
+
+
+def test_fewer_missing_dependencies_than_the_baseline_is_no_new_known_bad_state() -> None:
+    # The good run lacked two of sglang's dependencies; one was installed since. The one
+    # still missing was missing then too: nothing new is known-bad, whatever the grouping.
+    from driftwatch.diff import diff_snapshots
+
+    before = with_dists()
+    dists(before)["sglang"]["requires"] += ["aiohttp", "tqdm"]
+    after = with_dists(dist("aiohttp", "3.12.0"))
+    dists(after)["sglang"]["requires"] += ["aiohttp", "tqdm"]
+    result = diff_snapshots(make_snapshot(**before), make_snapshot(minutes=5, **after))
+    assert [f for f in result.findings if f.rule == RULE] == []
+    assert not any("known-bad state (" in c.explanation for c in result.changes)
