@@ -80,7 +80,7 @@ class ProbeContext:
         Budgets inside a command (a login shell's, a walk's) are shares of it."""
         return interrupt.within(self.timeout, margin=CLIENT_GRACE)
 
-    def run(self, script: str, *, stdin: bytes | None = None) -> CommandResult:
+    def run(self, script: str, *, stdin: bytes | None = None, python: str | None = None) -> CommandResult:
         """Run ``script`` on the target within the probe's deadline.
 
         Raises ProbeTimeout when the deadline passed (naming what outlived SIGKILL, if
@@ -91,7 +91,10 @@ class ProbeContext:
         timeout = self.time_left
         if timeout < MIN_COMMAND_S:
             raise ProbeTimeout("not run: no time left before the --deadline")
-        result = self.transport.run(script, timeout=timeout, stdin=stdin)
+        if python is None:
+            result = self.transport.run(script, timeout=timeout, stdin=stdin)
+        else:  # the agent can run it without starting an interpreter (Transport.run)
+            result = self.transport.run(script, timeout=timeout, stdin=stdin, python=python)
         if result.timed_out:
             cut = " (all that was left before the --deadline)" if timeout < self.timeout else ""
             message = f"timed out after {round(timeout, 1):g}s{cut}"
@@ -138,7 +141,7 @@ def run_target_python(
     """
     pythons = [DEFAULT_PYTHONS[0], *ctx.watch.python, *DEFAULT_PYTHONS[1:]]
     code = "\n\n".join(load_script(name) for name in (*preludes, script_name))
-    return ctx.run(first_python(code, pythons), stdin=request)
+    return ctx.run(first_python(code, pythons), stdin=request, python=code)
 
 
 class Probe(Protocol):

@@ -76,11 +76,15 @@ class Transport(Protocol):
         timeout: float,
         stdin: bytes | None = None,
         max_output: int = DEFAULT_MAX_OUTPUT,
+        python: str | None = None,
     ) -> CommandResult:
         """Run ``script`` with ``sh`` on the target; never blocks longer than ``timeout`` + grace.
 
         At the deadline everything the script started gets SIGTERM, and SIGKILL
-        ``KILL_AFTER`` seconds later if anything of it is left."""
+        ``KILL_AFTER`` seconds later if anything of it is left. ``python``, when given, is
+        the stdlib code that ``script`` runs as ``python3 -I -S -c`` (``first_python``):
+        a transport with a Python process on the target already (the SSH agent) may run it
+        there instead of starting an interpreter; the others ignore it."""
         ...
 
     def close(self) -> None:

@@ -39,6 +39,7 @@ class LocalTransport:
         timeout: float,
         stdin: bytes | None = None,
         max_output: int = DEFAULT_MAX_OUTPUT,
+        python: str | None = None,  # not forked here: a copy of the collector is no small interpreter
     ) -> CommandResult:
         return command_result(self._runner.run(script, stdin, timeout, max_output), self.name)
 

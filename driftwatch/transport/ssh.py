@@ -210,13 +210,16 @@ class SshTransport:
         timeout: float,
         stdin: bytes | None = None,
         max_output: int = DEFAULT_MAX_OUTPUT,
+        python: str | None = None,
     ) -> CommandResult:
-        result = self._run(script, timeout, stdin, max_output)
+        result = self._run(script, timeout, stdin, max_output, python)
         if self._closed and result.exit_code is None:  # cut short by close(): not the host's doing
             return interrupted_result(self.address)
         return result
 
-    def _run(self, script: str, timeout: float, stdin: bytes | None, max_output: int) -> CommandResult:
+    def _run(
+        self, script: str, timeout: float, stdin: bytes | None, max_output: int, python: str | None
+    ) -> CommandResult:
         deadline = time.monotonic() + timeout + CLIENT_GRACE
         out, err = BoundedBuffer(max_output), BoundedBuffer(max_output)
         try:
@@ -227,7 +230,9 @@ class SshTransport:
             return interrupted_result(self.address)
         if agent is not None:
             remote_timeout = max(deadline - CLIENT_GRACE - time.monotonic(), 0.0)
-            return agent.run(script, timeout=remote_timeout, stdin=stdin, max_output=max_output, deadline=deadline)
+            return agent.run(
+                script, timeout=remote_timeout, stdin=stdin, max_output=max_output, deadline=deadline, python=python
+            )
         # Waiting for a free channel counts against the deadline: callers rely on run()
         # returning within timeout + grace however many probes share the connection.
         if not self._take_slot(time.monotonic() + max(timeout, 0.0)):

@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 
 import driftwatch.transport.agent as agent_module
+import driftwatch.transport.scripts.agent as agent_script
 from driftwatch.transport.agent import line_bound
-from driftwatch.transport.base import KILL_AFTER, CommandResult
+from driftwatch.transport.base import KILL_AFTER, CommandResult, first_python
 from driftwatch.transport.ssh import SshTransport
 from tests.sshd import Sshd
 from tests.transport import kill_all, pids_matching, sleep_marker, wait_gone
@@ -56,10 +57,14 @@ class LocalAgent:
         self.proc.stdin.flush()
 
     def request(
-        self, id: int, script: str, *, stdin: bytes | None = None, timeout: float = 10, max_output: int = 1 << 20
+        self, id: int, script: str, *, stdin: bytes | None = None, timeout: float = 10, max_output: int = 1 << 20,
+        python: str | None = None,
     ) -> None:
         encoded = None if stdin is None else base64.b64encode(stdin).decode()
-        self.send({"id": id, "script": script, "stdin": encoded, "timeout": timeout, "max_output": max_output})
+        request = {"id": id, "script": script, "stdin": encoded, "timeout": timeout, "max_output": max_output}
+        if python is not None:
+            request["python"] = python
+        self.send(request)
 
     def read(self, within: float = 10) -> dict[str, Any]:
         assert self.proc.stdout is not None
@@ -210,6 +215,78 @@ def test_deadline_stops_the_whole_command(agent: LocalAgent) -> None:
         kill_all(pids_matching(sleep))
 
 
+# -- Python code in a fork of the agent ------------------------------------------------------
+
+PYTHON_CASES = {
+    "json in, json out": ('import json, sys\njson.dump({"got": json.load(sys.stdin)}, sys.stdout)', b'{"a": [1, "\\u00e9"]}'),
+    "no stdin is EOF": ("import sys\nprint(repr(sys.stdin.read()))", None),
+    "argv and name": ("import sys\nprint(sys.argv, __name__)", None),
+    "text as the interpreter encodes it": ('print("\\u00e9t\\u00e9"); print("\\udcff")', None),
+    "exit status": ("import sys\nprint('partial')\nsys.exit(3)", None),
+    "exit with a message": ("import sys\nsys.exit('bad request')", None),
+    "uncaught exception": ("import json\njson.loads('{')", None),
+    "killed by a signal": ("import os, signal\nos.kill(os.getpid(), signal.SIGTERM)", None),
+    "output past the bound": ("print('x' * 5000)", None),
+    "a thread still running at the end": (
+        "import threading, time\nthreading.Thread(target=lambda: (time.sleep(0.3), print('late'))).start()", None
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(PYTHON_CASES))
+def test_python_code_in_a_fork_answers_as_a_new_interpreter_would(agent: LocalAgent, case: str) -> None:
+    code, stdin = PYTHON_CASES[case]
+    command = first_python(code, [agent.proc.args[0]])  # type: ignore[index]  # the agent's own python
+    agent.request(1, command, stdin=stdin, max_output=1000)
+    agent.request(2, command, stdin=stdin, max_output=1000, python=code)
+    answers = agent.answers(2)
+    started, forked = answers[1], answers[2]
+    assert (forked["rc"], out(forked), forked["truncated"]) == (started["rc"], out(started), started["truncated"])
+    # The same last line (what a probe reports); a fork may also show the failing source line.
+    last = [base64.b64decode(a["stderr"]).decode().strip().splitlines()[-1:] for a in (started, forked)]
+    assert last[1] == last[0]
+
+
+def test_python_code_is_stopped_at_its_deadline_with_what_it_started(agent: LocalAgent) -> None:
+    sleep = sleep_marker()
+    code = (
+        "import signal, subprocess, sys, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        f"subprocess.Popen(['sh', '-c', \"trap '' TERM; {sleep}\"])\n"
+        "print('started'); sys.stdout.flush(); time.sleep(60)\n"
+    )
+    agent.request(1, "exit 99", timeout=1, python=code)
+    try:
+        answer = agent.read(within=1 + KILL_AFTER + 3)
+        assert (answer["rc"], answer["timed_out"], out(answer)) == (137, True, b"started\n")
+        assert wait_gone(sleep, within=3) == []
+    finally:
+        kill_all(pids_matching(sleep))
+
+
+def test_a_fork_holds_no_pipe_of_another_command(agent: LocalAgent) -> None:
+    # The first command's stdin is still being fed when the second forks: were the write
+    # end inherited, `cat` would see no EOF until the fork exits.
+    data = os.urandom(3 << 20)
+    agent.request(1, "sleep 0.5; cat", stdin=data, max_output=8 << 20)
+    agent.request(2, "exit 99", python="import time\ntime.sleep(5)")
+    started = time.monotonic()
+    first = agent.read(within=10)
+    assert first["id"] == 1 and out(first) == data
+    assert time.monotonic() - started < 3
+    assert agent.read(within=10)["rc"] == 0
+
+
+def test_without_a_fork_the_command_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_fork() -> int:
+        raise BlockingIOError("Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    runner = agent_script.Runner()
+    outcome = runner.run("echo started", None, 5.0, 1000, python="print('forked')")
+    assert (outcome["rc"], outcome["stdout"]) == (0, b"started\n")
+
+
 def wait_until(condition: Any, within: float = 5) -> bool:
     deadline = time.monotonic() + within
     while not condition():
@@ -222,22 +299,25 @@ def wait_until(condition: Any, within: float = 5) -> bool:
 # -- agent mode over SSH ------------------------------------------------------------------
 
 
-def sessions_started(sshd: Sshd, transport: SshTransport) -> int:
-    """Session channels sshd started on this connection ("Starting session" at VERBOSE)."""
+def sessions_started(sshd: Sshd, transport: SshTransport, since: int) -> int:
+    """Session channels sshd started on this connection ("Starting session" at VERBOSE),
+    in its log past offset ``since``: an earlier test's connection may have had the same
+    client port (the sshd serves the whole suite)."""
     port = transport._clients[0].get_transport().sock.getsockname()[1]  # type: ignore[union-attr]
     mark = f"from 127.0.0.1 port {port} "
-    return sum("Starting session:" in line and mark in line for line in sshd.log().splitlines())
+    return sum("Starting session:" in line and mark in line for line in sshd.log()[since:].splitlines())
 
 
 @pytest.mark.parametrize("use_agent", [True, False])
 def test_one_session_channel_for_all_commands(sshd: Sshd, use_agent: bool) -> None:
+    since = len(sshd.log())
     with sshd.transport(use_agent=use_agent) as transport:
         results = run_concurrently(transport, 6)
         results.append(transport.run("echo last", timeout=10))
         assert all(result.ok for result in results)
-        assert wait_until(lambda: sessions_started(sshd, transport) >= (1 if use_agent else 7))
+        assert wait_until(lambda: sessions_started(sshd, transport, since) >= (1 if use_agent else 7))
         time.sleep(0.2)  # a late log line would show up by now
-        assert sessions_started(sshd, transport) == (1 if use_agent else 7)
+        assert sessions_started(sshd, transport, since) == (1 if use_agent else 7)
         assert transport.mode == ("agent" if use_agent else "channels")
 
 
@@ -349,12 +429,13 @@ def test_nothing_left_running_after_close(sshd: Sshd, tmp_path: Path) -> None:
 def test_agent_is_replaced_before_its_lifetime_ends(sshd: Sshd, monkeypatch: pytest.MonkeyPatch) -> None:
     # Lifetime minus the margin leaves 5 s: a 1 s command (4 s with grace) fits at first only.
     monkeypatch.setattr(agent_module, "AGENT_LIFETIME", agent_module._EXPIRY_MARGIN + 5)
+    since = len(sshd.log())
     with sshd.transport() as transport:
         assert transport.run("echo one", timeout=1).ok
         time.sleep(1.5)
         assert transport.run("echo two", timeout=1).stdout == b"two\n"
         assert transport.mode == "agent"
-        assert wait_until(lambda: sessions_started(sshd, transport) == 2)
+        assert wait_until(lambda: sessions_started(sshd, transport, since) == 2)
 
 
 def test_line_bound_fits_full_output() -> None:
