@@ -23,8 +23,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from concurrent.futures import TimeoutError as FuturesTimeout
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar
 
@@ -32,6 +31,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
+_TICK = 0.2  # seconds: the longest the main thread waits without running Python code
 
 
 class Closable(Protocol):
@@ -197,15 +197,12 @@ def run_all(
     """
     items = list(items)
     pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(items))), thread_name_prefix=name)
-    wait = None if late is None or _end is None else max(_end - time.monotonic(), 0.0)
+    end = None if late is None or _end is None else _end
     try:
         futures: list[Future[R]] = [pool.submit(_guarded, func, item) for item in items]
-        try:
-            for future in as_completed(futures, timeout=wait):
-                if done is not None:
-                    done(future.result())
-        except FuturesTimeout:  # the deadline's end: what still runs is given up
-            pass
+        for future in _as_completed(futures, end):
+            if done is not None:
+                done(future.result())
         results = [_outcome(future, item, late) for future, item in zip(futures, items, strict=True)]
     except BaseException:  # Interrupted above all: queued hosts never start
         pool.shutdown(wait=False, cancel_futures=True)
@@ -213,6 +210,19 @@ def run_all(
     unfinished = not all(future.done() for future in futures)
     pool.shutdown(wait=not unfinished, cancel_futures=unfinished)
     return results
+
+
+def _as_completed(futures: list[Future[R]], end: float | None) -> Iterator[Future[R]]:
+    """The futures as they finish, until ``end`` (time.monotonic()) if given. The main
+    thread waits in slices: a signal the kernel hands to a worker thread runs its handler
+    only when the main thread next runs Python code, and an unbounded wait never would."""
+    pending = set(futures)
+    while pending:
+        left = _TICK if end is None else min(_TICK, end - time.monotonic())
+        if left <= 0:
+            return  # the deadline's end: what still runs is given up
+        finished, pending = wait(pending, timeout=left, return_when=FIRST_COMPLETED)
+        yield from (future for future in futures if future in finished)
 
 
 def _outcome(future: Future[R], item: T, late: Callable[[T], R] | None) -> R:
