@@ -55,8 +55,10 @@ def snapshots(root: Path) -> list[Path]:
     return [p for p in (root / "snapshots").rglob("*.json") if not p.name.startswith(".")]
 
 
-def test_ctrl_c_on_a_local_snapshot_stops_at_once_and_leaves_nothing(tmp_path: Path) -> None:
-    # The watched interpreter hangs (a stuck NFS site-packages) for longer than any deadline.
+@pytest.fixture
+def hung_local_snapshot(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`snapshot local` whose watched interpreter hangs (a stuck NFS site-packages) for
+    longer than any deadline, started and hanging; (the command, its hung child's marker)."""
     marker, started = sleep_marker(), tmp_path / "started"
     python = tmp_path / "python3"
     python.write_text(f'#!/bin/sh\necho $$ > "{started}"\n{marker}\n')
@@ -65,42 +67,41 @@ def test_ctrl_c_on_a_local_snapshot_stops_at_once_and_leaves_nothing(tmp_path: P
     proc = start(tmp_path, "snapshot", "local")
     try:
         wait_for(started)
-        code, err, took = stop(proc, signal.SIGINT)
-        assert code == 130 and err.strip().splitlines()[-1] == "driftwatch: interrupted", err
-        assert took < 2.5, f"took {took:.1f}s to stop"
-        assert snapshots(tmp_path) == []
-        assert wait_gone(marker, within=GRACE) == [], "the hung command outlived the interrupt"
-        assert not [p for p in (tmp_path / "snapshots").rglob(".tmp-*")]
+        yield proc, marker
     finally:
         proc.kill()
         kill_all(pids_matching(marker))
 
 
-def test_ctrl_c_taken_by_a_worker_thread_still_stops_the_command(tmp_path: Path) -> None:
+def test_ctrl_c_on_a_local_snapshot_stops_at_once_and_leaves_nothing(
+    tmp_path: Path, hung_local_snapshot: tuple[subprocess.Popen[str], str]
+) -> None:
+    proc, marker = hung_local_snapshot
+    code, err, took = stop(proc, signal.SIGINT)
+    assert code == 130 and err.strip().splitlines()[-1] == "driftwatch: interrupted", err
+    assert took < 2.5, f"took {took:.1f}s to stop"
+    assert snapshots(tmp_path) == []
+    assert wait_gone(marker, within=GRACE) == [], "the hung command outlived the interrupt"
+    assert not [p for p in (tmp_path / "snapshots").rglob(".tmp-*")]
+
+
+def test_ctrl_c_taken_by_a_worker_thread_still_stops_the_command(
+    hung_local_snapshot: tuple[subprocess.Popen[str], str]
+) -> None:
     # The kernel may hand a process's SIGINT to any of its threads; Python runs the handler
     # in the main thread only when that thread next runs code. A main thread blocked in an
     # unbounded wait for the hosts never did (2 of 12 runs hung under load).
     libc = ctypes.CDLL(None, use_errno=True)
     if not hasattr(libc, "tgkill"):
         pytest.skip("no tgkill in this libc")
-    marker, started = sleep_marker(), tmp_path / "started"
-    python = tmp_path / "python3"
-    python.write_text(f'#!/bin/sh\necho $$ > "{started}"\n{marker}\n')
-    python.chmod(0o755)
-    (tmp_path / "driftwatch.toml").write_text(f'timeout = 30\n[watch]\npython = ["{python}"]\nprocesses = []\n')
-    proc = start(tmp_path, "snapshot", "local")
-    try:
-        wait_for(started)
-        worker = min(int(t) for t in os.listdir(f"/proc/{proc.pid}/task") if int(t) != proc.pid)
-        sent = time.monotonic()
-        assert libc.tgkill(proc.pid, worker, signal.SIGINT) == 0
-        _, err = proc.communicate(timeout=15)
-        assert proc.returncode == 130 and err.strip().splitlines()[-1] == "driftwatch: interrupted", err
-        assert time.monotonic() - sent < 2.5
-        assert wait_gone(marker, within=GRACE) == []
-    finally:
-        proc.kill()
-        kill_all(pids_matching(marker))
+    proc, marker = hung_local_snapshot
+    worker = min(int(t) for t in os.listdir(f"/proc/{proc.pid}/task") if int(t) != proc.pid)
+    sent = time.monotonic()
+    assert libc.tgkill(proc.pid, worker, signal.SIGINT) == 0
+    _, err = proc.communicate(timeout=15)
+    assert proc.returncode == 130 and err.strip().splitlines()[-1] == "driftwatch: interrupted", err
+    assert time.monotonic() - sent < 2.5
+    assert wait_gone(marker, within=GRACE) == []
 
 
 def test_sigterm_on_a_check_over_ssh_sends_nothing_and_kills_the_remote_command(
