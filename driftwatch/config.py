@@ -155,10 +155,10 @@ def _tables(key: str, raw: Any) -> list[Any]:
     location (``ignore.0.until``) a whole-config validation would give."""
     if not raw:
         return []
-    if key == "ignore":
-        from driftwatch.triage.ignore import IgnoreRule as model
-    else:
-        from driftwatch.rules.versions import VersionRule as model
+    from driftwatch.rules.versions import VersionRule
+    from driftwatch.triage.ignore import IgnoreRule
+
+    model: type[IgnoreRule] | type[VersionRule] = IgnoreRule if key == "ignore" else VersionRule
     return list(TypeAdapter(dict[str, list[model]]).validate_python({key: raw}).get(key, []))  # type: ignore[valid-type]
 
 

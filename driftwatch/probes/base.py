@@ -8,6 +8,7 @@ cannot do its job raises :class:`ProbeError` (recorded as ``error``) or lets
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future
@@ -124,6 +125,34 @@ def collector_script(name: str) -> str:
     """A ``<python> -`` collector from ``probes/scripts``, preceded by the prelude
     ``dists.py`` it builds on (distribution discovery without importlib.metadata)."""
     return load_script("dists.py") + "\n\n" + load_script(name)
+
+
+def collect_json(
+    ctx: ProbeContext, script_name: str, request: dict[str, Any], *, what: str, keys: tuple[str, ...],
+    preludes: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """Run a collector script (``run_target_python``) with ``request`` as JSON on stdin; its
+    JSON report, an object holding an object under each of ``keys``. A failed run is a
+    ProbeError with the script's last stderr line; an unreadable report is one too."""
+    result = run_target_python(ctx, script_name, json.dumps(request).encode(), preludes=preludes)
+    if result.exit_code != 0:
+        last = result.error_text.splitlines()[-1:]
+        raise ProbeError(last[0] if last else f"{what} script exit {result.exit_code}")
+    return json_report(result.text, what, keys)
+
+
+def json_report(text: str, what: str, keys: tuple[str, ...]) -> dict[str, Any]:
+    """A collector's JSON report: an object holding an object under each of ``keys``."""
+    try:
+        report = json.loads(text)
+    except ValueError as exc:
+        raise ProbeError(f"unreadable {what} report: {exc}") from exc
+    if not isinstance(report, dict):
+        raise ProbeError(f"unreadable {what} report: not an object")
+    for key in keys:
+        if not isinstance(report.get(key), dict):
+            raise ProbeError(f"unreadable {what} report: no {key}")
+    return report
 
 
 def run_target_python(

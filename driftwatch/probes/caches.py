@@ -21,12 +21,11 @@ walked again; ``volatile`` counts what was walked and what was reused.
 
 from __future__ import annotations
 
-import json
 import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeSkipped, run_target_python
+from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeSkipped, collect_json
 from driftwatch.probes.locations import CacheLayout, layout_of, relocated
 from driftwatch.probes.processes import environments, observed
 
@@ -169,18 +168,4 @@ class CachesProbe:
             "max_objects_total": MAX_OBJECTS_TOTAL,
             "max_dirs_total": MAX_DIRS_TOTAL,
         }
-        result = run_target_python(ctx, "caches_collect.py", json.dumps(request).encode())
-        if result.exit_code != 0:
-            last = result.error_text.splitlines()[-1:]
-            raise ProbeError(last[0] if last else f"caches script exit {result.exit_code}")
-        return parse_caches_report(result.text)
-
-
-def parse_caches_report(text: str) -> dict[str, Any]:
-    try:
-        report = json.loads(text)
-    except ValueError as exc:
-        raise ProbeError(f"unreadable caches report: {exc}") from exc
-    if not isinstance(report, dict) or not isinstance(report.get("roots"), dict):
-        raise ProbeError("unreadable caches report: no roots")
-    return report
+        return collect_json(ctx, "caches_collect.py", request, what="caches", keys=("roots",))

@@ -9,9 +9,8 @@ many directory entries, recording ``truncated`` and ``truncated_reason``.
 
 from __future__ import annotations
 
-import json
 
-from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeSkipped, run_target_python
+from driftwatch.probes.base import Facts, ProbeContext, ProbeSkipped, collect_json
 
 # Directory entries the walk may read per file it may record: room for trees where few
 # names match (a site-packages walked for one package's *.so), yet a bound.
@@ -29,16 +28,6 @@ def cache_from(previous: Facts) -> dict[str, list[object]]:
     return cache
 
 
-def parse_files_report(text: str) -> Facts:
-    try:
-        report = json.loads(text)
-    except ValueError as exc:
-        raise ProbeError(f"unreadable files report: {exc}") from exc
-    if not isinstance(report, dict) or "files" not in report:
-        raise ProbeError("unreadable files report: no files")
-    return report
-
-
 class FilesProbe:
     name = "files"
 
@@ -52,8 +41,5 @@ class FilesProbe:
             "max_entries": ENTRIES_PER_FILE * ctx.watch.max_files,
             "cache": cache_from(ctx.previous),
         }
-        result = run_target_python(ctx, "files_collect.py", json.dumps(request).encode())
-        if result.exit_code != 0:
-            raise ProbeError(result.error_text.splitlines()[-1] if result.error_text else "files probe failed")
-        return parse_files_report(result.text)
+        return collect_json(ctx, "files_collect.py", request, what="files", keys=("files",))
 

@@ -22,12 +22,11 @@ the counts in ``volatile`` say how much was read.
 
 from __future__ import annotations
 
-import json
 import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from driftwatch.probes.base import Facts, ProbeContext, ProbeError, run_target_python
+from driftwatch.probes.base import Facts, ProbeContext, ProbeError, collect_json
 from driftwatch.probes.cuda import NCCL_DIRS
 from driftwatch.probes.processes import keyed_servers, server_walk
 from driftwatch.probes.python import extract_report, interpreter_reports
@@ -172,16 +171,6 @@ def build_facts(report: dict[str, Any], servers_error: str | None, interpreter_e
     }
 
 
-def parse_libraries_report(text: str) -> dict[str, Any]:
-    try:
-        report = json.loads(text)
-    except ValueError as exc:
-        raise ProbeError(f"unreadable libraries report: {exc}") from exc
-    if not isinstance(report, dict) or not isinstance(report.get("files"), dict):
-        raise ProbeError("unreadable libraries report: no files")
-    return report
-
-
 class LibrariesProbe:
     name = "libraries"
 
@@ -210,10 +199,7 @@ class LibrariesProbe:
             "digests": digests_from(ctx.previous),
             "integrity_cache": integrity_cache_from(ctx.previous),
         }
-        result = run_target_python(
-            ctx, "libraries_collect.py", json.dumps(request).encode(), preludes=("elf_identity.py",)
+        report = collect_json(
+            ctx, "libraries_collect.py", request, what="libraries", keys=("files",), preludes=("elf_identity.py",)
         )
-        if result.exit_code != 0:
-            last = result.error_text.splitlines()[-1:]
-            raise ProbeError(last[0] if last else f"libraries collector: exit {result.exit_code}")
-        return build_facts(parse_libraries_report(result.text), servers_error, errors)
+        return build_facts(report, servers_error, errors)

@@ -19,13 +19,12 @@ snapshot's is not read again; ``volatile`` counts the files read and reused.
 
 from __future__ import annotations
 
-import json
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeSkipped, run_target_python
+from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeSkipped, collect_json
 from driftwatch.probes.locations import DEFAULT_HF_HUB, HF_HUB_ENV, relocated
 from driftwatch.probes.logs import log_facts
 from driftwatch.probes.processes import observed
@@ -206,15 +205,8 @@ def _describe(ctx: ProbeContext, models: list[Model]) -> tuple[dict[str, Any], d
         "max_depth": MAX_DEPTH,
         "seconds": max(0.5, ctx.time_left * 0.5),
     }
-    result = run_target_python(ctx, "models_collect.py", json.dumps(request).encode())
-    if result.exit_code != 0:
-        last = result.error_text.splitlines()[-1:]
-        raise ProbeError(last[0] if last else f"models script exit {result.exit_code}")
-    try:
-        report = json.loads(result.text)
-        return dict(report["models"]), dict(report["counts"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ProbeError(f"unreadable models report: {exc}") from exc
+    report = collect_json(ctx, "models_collect.py", request, what="models", keys=("models", "counts"))
+    return report["models"], report["counts"]
 
 
 def _logs(ctx: ProbeContext) -> dict[str, Any]:

@@ -14,11 +14,10 @@ environment or a running server's. ``scripts/nccl_conf_collect.py`` reads at mos
 
 from __future__ import annotations
 
-import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeSkipped, run_target_python
+from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeSkipped, collect_json
 from driftwatch.probes.locations import NCCL_CONF_ENV
 from driftwatch.probes.processes import environments, observed
 from driftwatch.redact import redact_env
@@ -106,12 +105,7 @@ class NcclConfProbe:
 
 def _read(ctx: ProbeContext, paths: list[str]) -> dict[str, Any]:
     request = {"files": [{"key": path, "path": path} for path in paths], "max_bytes": MAX_BYTES}
-    result = run_target_python(ctx, "nccl_conf_collect.py", json.dumps(request).encode())
-    if result.exit_code != 0:
-        last = result.error_text.splitlines()[-1:]
-        raise ProbeError(last[0] if last else f"nccl_conf script exit {result.exit_code}")
-    try:
-        report: dict[str, Any] = json.loads(result.text)["files"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ProbeError(f"unreadable nccl_conf report: {exc}") from exc
+    report: dict[str, Any] = collect_json(
+        ctx, "nccl_conf_collect.py", request, what="nccl_conf", keys=("files",)
+    )["files"]
     return report

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from driftwatch.launchargs import parse_launch_args
-from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeSkipped, run_target_python
+from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeSkipped, collect_json
 from driftwatch.probes.locations import LOCATION_ENV
 from driftwatch.redact import (
     NOT_SECRET,
@@ -126,17 +126,7 @@ def build_facts(processes: dict[str, Any], login: dict[str, Any]) -> Facts:
 
 
 def _run_json(ctx: ProbeContext, script_name: str, request: dict[str, Any]) -> dict[str, Any]:
-    result = run_target_python(ctx, script_name, json.dumps(request).encode())
-    if result.exit_code != 0:
-        last = result.error_text.splitlines()[-1:]
-        raise ProbeError(last[0] if last else f"exit {result.exit_code}")
-    try:
-        report = json.loads(result.text)
-    except ValueError as exc:
-        raise ProbeError(f"unreadable report: {exc}") from exc
-    if not isinstance(report, dict):
-        raise ProbeError("unreadable report: not an object")
-    return report
+    return collect_json(ctx, script_name, request, what="processes", keys=())
 
 
 def observed(ctx: ProbeContext, max_processes: int = MAX_PROCESSES) -> Facts:

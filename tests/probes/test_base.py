@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from driftwatch import interrupt
-from driftwatch.probes.base import ProbeContext, ProbeError, ProbeTimeout, Shared
+from driftwatch.probes.base import ProbeContext, ProbeError, ProbeTimeout, Shared, json_report
 from driftwatch.probes.files import FilesProbe
 from driftwatch.settings import WatchSettings
 from driftwatch.transport.base import CLIENT_GRACE, CommandResult, first_python
@@ -22,6 +22,17 @@ def test_output_past_the_bound_is_an_error_that_says_so() -> None:
     ctx = ProbeContext(transport=LocalTransport(), timeout=10)
     with pytest.raises(ProbeError, match="truncated at the 8 MiB bound"):
         ctx.run("head -c 9000000 /dev/zero")
+
+
+@pytest.mark.parametrize("text, why", [
+    ('{"files": {}', "unreadable files report: Expecting"),  # cut short
+    ('["files"]', "unreadable files report: not an object"),
+    ('{"patterns": []}', "unreadable files report: no files"),
+    ('{"files": []}', "unreadable files report: no files"),
+])
+def test_a_collectors_unreadable_report_is_an_error_not_facts(text: str, why: str) -> None:
+    with pytest.raises(ProbeError, match=why):
+        json_report(text, "files", ("files",))
 
 
 def test_deadline_is_a_timeout() -> None:

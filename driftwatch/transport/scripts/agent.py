@@ -259,7 +259,7 @@ class Forked:
 # Kept for the life of a forked child, never used there: another thread of the agent may
 # have held their locks at the fork (the main loop reads sys.stdin), and a stream that is
 # collected flushes, taking its lock.
-_inherited = []
+_inherited = []  # type: list
 
 
 def run_forked(code, stdin_fd, stdout_fd, stderr_fd):
@@ -284,9 +284,11 @@ def run_forked(code, stdin_fd, stdout_fd, stderr_fd):
             signal.signal(signum, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         _inherited.extend([sys.stdin, sys.stdout, sys.stderr, sys.__stdin__, sys.__stdout__, sys.__stderr__])
-        sys.stdin = sys.__stdin__ = text_stream(0, "rb", _inherited[0])
-        sys.stdout = sys.__stdout__ = text_stream(1, "wb", _inherited[1])
-        sys.stderr = sys.__stderr__ = text_stream(2, "wb", _inherited[2], "backslashreplace", line_buffering=True)
+        sys.stdin = sys.__stdin__ = text_stream(0, "rb", _inherited[0])  # type: ignore[misc]
+        sys.stdout = sys.__stdout__ = text_stream(1, "wb", _inherited[1])  # type: ignore[misc]
+        sys.stderr = sys.__stderr__ = text_stream(  # type: ignore[misc]
+            2, "wb", _inherited[2], "backslashreplace", line_buffering=True
+        )
         sys.argv[:] = ["-c"]
         # The forking thread is one of the agent's daemon threads; as an interpreter's main
         # thread it is not, so that threads the code starts are waited for at its end.
