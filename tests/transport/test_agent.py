@@ -287,6 +287,28 @@ def test_without_a_fork_the_command_runs(monkeypatch: pytest.MonkeyPatch) -> Non
     assert (outcome["rc"], outcome["stdout"]) == (0, b"started\n")
 
 
+def test_a_fork_stopped_before_it_has_its_session_is_still_stopped() -> None:
+    # A stop reaches a command through its session. A fork slow to take its own (here by
+    # 0.5 s; in life a busy host's scheduler) was missed by a 0.1 s deadline and ran on.
+    sleep = sleep_marker()
+    code = f"import subprocess\nsubprocess.call(['sh', '-c', {sleep!r}])\n"
+    runner = (
+        "import os, sys, time\n"
+        "import driftwatch.transport.scripts.agent as agent\n"
+        "real = os.setsid\n"
+        "os.setsid = lambda: (time.sleep(0.5), real())[1]\n"
+        f"outcome = agent.Runner().run('exit 99', None, 0.1, 1000, python={code!r})\n"
+        "print(outcome['rc'], outcome['timed_out'])\n"
+    )
+    try:
+        done = subprocess.run([sys.executable, "-c", runner], capture_output=True, text=True, timeout=30)
+        assert done.stdout.split() in (["124", "True"], ["137", "True"]), done.stderr
+        time.sleep(1.0)  # were the fork still running, its command would have started by now
+        assert pids_matching(sleep) == []
+    finally:
+        kill_all(pids_matching(sleep))
+
+
 def wait_until(condition: Any, within: float = 5) -> bool:
     deadline = time.monotonic() + within
     while not condition():

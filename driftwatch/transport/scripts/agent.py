@@ -208,12 +208,15 @@ class Forked:
         read_in, write_in = os.pipe() if with_stdin else (None, None)
         read_out, write_out = os.pipe()
         read_err, write_err = os.pipe()
+        # The child closes `settled` with every descriptor of the agent's once it has a
+        # session of its own: until then a stop of its session would not reach it.
+        wait_settled, settled = os.pipe()
         self._lock = threading.Lock()
         self.returncode = None
         try:
             self.pid = os.fork()
         except OSError:
-            for fd in (read_in, write_in, read_out, write_out, read_err, write_err):
+            for fd in (read_in, write_in, read_out, write_out, read_err, write_err, wait_settled, settled):
                 if fd is not None:
                     os.close(fd)
             raise
@@ -223,9 +226,13 @@ class Forked:
                 status = run_forked(code, read_in, write_out, write_err)
             finally:
                 os._exit(status)
-        for fd in (read_in, write_out, write_err):
+        for fd in (read_in, write_out, write_err, settled):
             if fd is not None:
                 os.close(fd)
+        try:
+            os.read(wait_settled, 1)  # EOF: it has its session, or it is gone
+        finally:
+            os.close(wait_settled)
         self.stdin = None if write_in is None else os.fdopen(write_in, "wb")
         self.stdout = os.fdopen(read_out, "rb")
         self.stderr = os.fdopen(read_err, "rb")
@@ -266,6 +273,11 @@ def run_forked(code, stdin_fd, stdout_fd, stderr_fd):
     """In the forked child: become what `python3 -I -S -c CODE` would be, run CODE as
     __main__, and return its exit status as that interpreter would."""
     try:
+        # The interpreter's handlers first: whatever reaches it through its session (below)
+        # must find them, not the agent's (which would stop the agent's other commands).
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         os.setsid()
         os.dup2(os.open(os.devnull, os.O_RDONLY) if stdin_fd is None else stdin_fd, 0)
         os.dup2(stdout_fd, 1)
@@ -280,9 +292,6 @@ def run_forked(code, stdin_fd, stdout_fd, stderr_fd):
                     os.close(fd)
                 except OSError:
                     pass
-        for signum in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(signum, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
         _inherited.extend([sys.stdin, sys.stdout, sys.stderr, sys.__stdin__, sys.__stdout__, sys.__stderr__])
         sys.stdin = sys.__stdin__ = text_stream(0, "rb", _inherited[0])  # type: ignore[misc]
         sys.stdout = sys.__stdout__ = text_stream(1, "wb", _inherited[1])  # type: ignore[misc]
