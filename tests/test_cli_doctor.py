@@ -149,7 +149,6 @@ def test_check_says_which_change_made_the_known_bad_state(venv: Path, tmp_path: 
 
 
 def test_two_nccl_wheels_owning_one_file_name_the_copy_that_loads(venv: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("driftwatch.probes.libraries", reason="needs the libraries probe (libs branch)")
     code, out = doctor(capsys, "testhost")
     assert code == 0, out
     write_dist_info(site_packages(venv), "nvidia_nccl_cu13", "nvidia-nccl-cu13", "2.28.9", [],
@@ -165,7 +164,6 @@ def test_two_nccl_wheels_owning_one_file_name_the_copy_that_loads(venv: Path, ca
 def private_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, Path]]:
     """(venv, HOME): an sshd of its own whose sessions have a private HOME, so the caches sit
     at their default places without touching this machine's."""
-    pytest.importorskip("driftwatch.probes.caches", reason="needs the caches probe (caches branch)")
     exe = find_sshd()
     if exe is None:
         pytest.skip("OpenSSH sshd is not installed")
