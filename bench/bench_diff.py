@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from driftwatch.diff import diff_snapshots  # noqa: E402
+from driftwatch.explain import diff_snapshots  # noqa: E402
 from driftwatch.model import HostIdentity, ProbeRecord, ProbeStatus, Snapshot  # noqa: E402
 from tests.diff.builders import gpu_entry, python_facts  # noqa: E402  (the diff tests' H200 and venv)
 

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from driftwatch.diff import Change, DiffOptions, diff_snapshots
+from driftwatch.diff import Change, DiffOptions
+
+from driftwatch.explain import diff_snapshots
 from driftwatch.model import Snapshot
 from driftwatch.triage.apply import RuleUse, triage
 from driftwatch.triage.ignore import Ignoring

@@ -2,7 +2,7 @@
 
 A cycle makes import order matter and hides which module is the bottom (fleet/ had
 flatten → areas → gpus/runtime → flatten, patched with a function-level import).
-Package ``__init__`` re-exports do not count: ``from driftwatch.diff import fmt`` needs
+Package ``__init__`` re-exports do not count: ``from driftwatch.facts import fmt`` needs
 the module ``fmt``, not the package.
 """
 
@@ -62,3 +62,30 @@ def cycles() -> list[list[str]]:
 
 def test_the_import_graph_has_no_cycle() -> None:
     assert cycles() == []
+
+
+# Packages that must not reach up or sideways: the comparison (diff/) and the judgement
+# (rules/) read facts through facts/ and never each other; explain/ is the one stage that
+# joins them, and nothing below it may import it.
+FORBIDDEN = {
+    "driftwatch.facts": ("driftwatch.diff", "driftwatch.rules", "driftwatch.explain"),
+    "driftwatch.diff": ("driftwatch.rules", "driftwatch.explain"),
+    "driftwatch.rules": ("driftwatch.diff", "driftwatch.explain"),
+}
+
+
+def layer_violations() -> list[str]:
+    known = modules()
+    found = []
+    for name, path in sorted(known.items()):
+        for package, banned in FORBIDDEN.items():
+            if name != package and not name.startswith(package + "."):
+                continue
+            for dep in sorted(imports(path, known)):
+                if any(dep == b or dep.startswith(b + ".") for b in banned):
+                    found.append(f"{name} imports {dep}")
+    return found
+
+
+def test_diff_and_rules_never_import_each_other() -> None:
+    assert layer_violations() == []

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from driftwatch.cli import main
-from driftwatch.diff import fmt
+from driftwatch.facts import fmt
 from tests.elfs import build_library
 from tests.mountns import bind_prefix, need_bind_mounts
 from tests.probes.test_processes import Servers

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from driftwatch.cli import main
-from driftwatch.diff.fmt import when
+from driftwatch.facts.fmt import when
 from tests.hfcache import GENERATION, model_files, write_revision
 from tests.sshd import Sshd, find_sshd, start_sshd
 from tests.venvs import make_gpu_venv, sglang_checkout, site_packages, write_dist_info

@@ -25,8 +25,9 @@ from driftwatch.commands.common import (
     host_message, ignoring, load, print_json, stderr_console, stdout_console, store_warnings, warn,
 )
 from driftwatch.config import Config, Target, resolve_targets
-from driftwatch.diff import DiffOptions, diff_snapshots
-from driftwatch.diff.fmt import plural
+from driftwatch.diff import DiffOptions
+from driftwatch.explain import diff_snapshots
+from driftwatch.facts.fmt import plural
 from driftwatch.errors import DriftwatchError, UserError
 from driftwatch.model import utcnow
 from driftwatch.report.safe import clean

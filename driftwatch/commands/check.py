@@ -17,8 +17,9 @@ from driftwatch.commands.common import host_message, ignoring, load, print_json,
 from driftwatch.commands.diff import output_format, print_report
 from driftwatch.commands.snapshot import HostOutcome, take_snapshot
 from driftwatch.config import Config, Target, resolve_targets
-from driftwatch.diff import Change, DiffOptions, DiffResult, Severity, diff_snapshots
-from driftwatch.diff.known_bad import sentence
+from driftwatch.diff import Change, DiffOptions, Severity
+from driftwatch.explain import DiffResult, diff_snapshots
+from driftwatch.explain.known_bad import sentence
 from driftwatch.errors import StoreError, UserError
 from driftwatch.model import Snapshot
 from driftwatch.cron.notify import send, validate_destination

@@ -11,7 +11,8 @@ from rich.text import Text
 from driftwatch.commands.common import (
     emit, html_path, ignoring, load, stderr_console, store_warnings, warn, warn_unused_rules, write_html,
 )
-from driftwatch.diff import DiffOptions, DiffResult, diff_snapshots
+from driftwatch.diff import DiffOptions
+from driftwatch.explain import DiffResult, diff_snapshots
 from driftwatch.errors import UserError
 from driftwatch.report.diff import print_terminal, render_markdown
 from driftwatch.report.safe import clean

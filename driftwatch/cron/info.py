@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from driftwatch.diff.context import as_dict, ok_facts
+from driftwatch.facts.read import as_dict, ok_facts
 from driftwatch.model import Snapshot
 from driftwatch.report.safe import clean
 

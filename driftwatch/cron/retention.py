@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from driftwatch.diff import diff_snapshots
+from driftwatch.explain import diff_snapshots
 from driftwatch.model import Snapshot, utcnow
 from driftwatch.store import Location, SnapshotStore, StoredSnapshot
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
 from driftwatch.cron.info import INFO_LABELS, info_labels
-from driftwatch.diff import DiffResult, Severity
+from driftwatch.diff import Severity
+from driftwatch.explain import DiffResult
 from driftwatch.errors import UserError
 from driftwatch.fileio import clean_stale_temps, make_dir, replace_file
 from driftwatch.model import ProbeStatus, Snapshot

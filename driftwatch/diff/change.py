@@ -1,4 +1,4 @@
-"""What the diff produces: ranked changes, each with a severity and a one-line why.
+"""What the diff produces: changes, each with a severity and a one-line why.
 
 Plain frozen dataclasses rather than pydantic models: a diff of two large hosts can
 produce thousands of changes, and nothing here is read from untrusted input.
@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from driftwatch.rules.finding import Diagnosis, Finding
 from driftwatch.settings import DEFAULT_FOCUS
 from driftwatch.severity import Severity
 
@@ -125,41 +124,3 @@ class DiffOptions:
     free_memory_threshold_mib: int = 1024
     focus: list[str] = field(default_factory=lambda: list(DEFAULT_FOCUS))
     version_rules: tuple[Any, ...] = ()  # rules.versions.VersionRule: the config's [[rules]]
-
-
-@dataclass(frozen=True)
-class DiffResult:
-    changes: list[Change]
-    summary: dict[str, Any]
-    # Known-bad states the new snapshot holds and the old did not (or held smaller).
-    findings: list[Finding] = field(default_factory=list)
-    # The new snapshot's whole diagnosis; None when both sides had the same facts (not run).
-    after: Diagnosis | None = None
-
-    @property
-    def drift(self) -> bool:
-        """Whether anything changed that can change behaviour (context findings aside)."""
-        return any(change.drift for change in self.changes)
-
-    @property
-    def drift_changes(self) -> list[Change]:
-        return [change for change in self.changes if change.drift]
-
-    @property
-    def context_changes(self) -> list[Change]:
-        return [change for change in self.changes if change.status == "context"]
-
-    def with_status(self, status: str) -> list[Change]:
-        return [change for change in self.changes if change.status == status]
-
-    @property
-    def problems(self) -> list[Finding]:
-        """New known-bad states that are more than a note: what ``check`` alerts on."""
-        return [f for f in self.findings if f.severity is not Severity.info]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "changes": [c.to_json() for c in self.changes],
-            "summary": self.summary,
-            "known_bad": [f.to_json() for f in self.findings],
-        }

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from driftwatch.diff import fmt
+from driftwatch.facts import fmt
 from driftwatch.diff.change import Change
-from driftwatch.diff.context import Facts, as_dict, ok_facts
+from driftwatch.facts.read import Facts, as_dict, ok_facts
 from driftwatch.model import Snapshot
 
 

@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from typing import Any
 
 from driftwatch.diff.change import DiffOptions
-from driftwatch.model import ProbeStatus, Snapshot
+from driftwatch.facts.read import Facts, as_dict, normalize_name, ok_facts
+from driftwatch.model import Snapshot
 
-Facts = dict[str, Any]
-
-_PEP503 = re.compile(r"[-_.]+")
-
-
-def normalize_name(name: str) -> str:
-    """PEP 503 name, so the focus list matches however the user spelled it."""
-    return _PEP503.sub("-", name).lower()
+__all__ = ["DiffContext", "Facts", "as_dict", "normalize_name", "ok_facts"]
 
 
 @dataclass(frozen=True)
@@ -48,13 +40,3 @@ class DiffContext:
         old, new = (ok_facts(snapshot, probe) for snapshot in self.snapshots)
         return (old, new) if old and new else ({}, {})
 
-
-def as_dict(value: Any) -> Facts:
-    """Facts from a foreign or broken snapshot may hold anything; treat non-dicts as empty."""
-    return value if isinstance(value, dict) else {}
-
-
-def ok_facts(snapshot: Snapshot, probe: str) -> Facts:
-    """A probe's facts when it succeeded; {} when it failed or is absent (nothing to read)."""
-    record = snapshot.probes.get(probe)
-    return record.facts if record is not None and record.status is ProbeStatus.ok else {}

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from driftwatch.diff import fmt
+from driftwatch.facts import fmt
 from driftwatch.diff.change import Change, Severity
-from driftwatch.diff.context import DiffContext, Facts, as_dict
+from driftwatch.diff.context import DiffContext
+from driftwatch.facts.read import Facts, as_dict
 from driftwatch.diff.versions import step
 
 # Why a change to a well-known package matters, in one clause.
@@ -50,7 +51,7 @@ def describe_distribution(
         _hint(name, old_all, new_all, old, new) if severity.rank >= Severity.medium.rank else None
     )
     # Broken requirements are the rules' findings (rules/requirements.py), said on this line
-    # by diff/known_bad.py when this change produced them.
+    # by explain/known_bad.py when this change produced them.
     text = base + (": " + hint if hint else "")
     return Change("package", name, old_v, new_v, severity, text, magnitude=magnitude, focus=focus, context=context)
 

@@ -1,4 +1,6 @@
-"""diff_snapshots: probe health first, then each probe's facts through its area's rules."""
+"""compare_snapshots: the pure comparison. Probe health first, then each probe's facts through
+its area's rules. Nothing here judges or ranks: ``explain/`` joins these changes with the
+rulebook's findings and orders them."""
 
 from __future__ import annotations
 
@@ -6,18 +8,14 @@ from collections.abc import Callable
 from typing import Any
 
 from driftwatch.diff import caches, cuda, driver, files, git, gpu, libraries, models, nccl_conf, packages, runtime, system
-from driftwatch.diff.change import Change, DiffOptions, DiffResult, Severity
+from driftwatch.diff.change import Change, DiffOptions
 from driftwatch.diff.commits import fold_commits
-from driftwatch.diff.context import DiffContext, Facts
+from driftwatch.diff.context import DiffContext
+from driftwatch.facts.read import Facts
 from driftwatch.diff.generic import diff_generic
-from driftwatch.diff.known_bad import apply_findings, said_once
 from driftwatch.diff.launch import diff_launch
 from driftwatch.diff.probes import comparable, diff_probe
-from driftwatch.diff.rank import rank_changes
 from driftwatch.model import ProbeStatus, Snapshot
-from driftwatch.rules.finding import Finding
-from driftwatch.rules.host import RuleOptions
-from driftwatch.rules.registry import diagnose
 
 Rule = Callable[[Facts, Facts, DiffContext], list[Change]]
 
@@ -40,11 +38,9 @@ AREA_RULES: dict[str, tuple[Rule, frozenset[str]]] = {
 }
 
 
-def diff_snapshots(
-    old: Snapshot, new: Snapshot, *, options: DiffOptions | None = None
-) -> DiffResult:
-    different = different_hosts(old, new)
-    ctx = DiffContext.from_options(options or DiffOptions(), different_hosts=different, snapshots=(old, new))
+def compare_snapshots(old: Snapshot, new: Snapshot, ctx: DiffContext) -> list[Change]:
+    """Every change between two snapshots, unranked and unjudged: probe health first, then
+    each probe's facts through its area's rules."""
     changes: list[Change] = []
     for name in _probe_order(old, new):
         old_record, new_record = old.probes.get(name), new.probes.get(name)
@@ -61,20 +57,11 @@ def diff_snapshots(
     # A package reinstalled under a compile cache that did not change with it.
     changes += caches.stale_entries(ctx)
     # A moved commit is one finding that names the editable installs and files it moved.
-    changes = fold_commits(changes, old, new)
-    # The rules on both sides: a change that produced a known-bad state says so, and ranks first.
-    # Rules read facts only: the same facts on both sides hold the same findings (the
-    # common cron case, an unchanged host), so nothing can be new and the rules need not run.
-    found: list[Finding] = []
-    after = None
-    if _facts(old) != _facts(new):
-        rule_options = RuleOptions(focus=ctx.focus, version_rules=tuple(ctx.options.version_rules))
-        after = diagnose(new, rule_options)
-        changes, found = apply_findings(changes, diagnose(old, rule_options), after)
-    ranked = said_once(rank_changes(changes), after.findings if after is not None else [])
-    summary = summarize(ranked, old, new, different)
-    summary["known_bad"] = len([f for f in found if f.severity is not Severity.info])
-    return DiffResult(changes=ranked, summary=summary, findings=found, after=after)
+    return fold_commits(changes, old, new)
+
+
+def context_for(old: Snapshot, new: Snapshot, options: DiffOptions | None = None) -> DiffContext:
+    return DiffContext.from_options(options or DiffOptions(), different_hosts=different_hosts(old, new), snapshots=(old, new))
 
 
 def diff_facts(probe: str, old: Facts, new: Facts, ctx: DiffContext) -> list[Change]:
@@ -113,55 +100,11 @@ def cloned_image(old: Snapshot, new: Snapshot) -> bool:
     return bool(a and a == b and ha and hb and ha != hb)
 
 
-def summarize(
-    changes: list[Change], old: Snapshot, new: Snapshot, different: bool
-) -> dict[str, Any]:
-    return {
-        **tally(changes),
-        "old": _side(old),
-        "new": _side(new),
-        "different_hosts": different,
-        "cloned_image": cloned_image(old, new),
-    }
-
-
-def tally(changes: list[Change]) -> dict[str, Any]:
-    """The summary's counts, over ranked changes. Counts, the total and the most likely
-    cause are about drift: context findings change nothing that runs, and accepted or
-    ignored ones were decided on, so none of them count (nor alert, nor set the exit code)."""
-    drift = [change for change in changes if change.drift]
-    counts = {s.value: 0 for s in Severity}
-    for change in drift:
-        counts[change.severity.value] += 1
-    statuses = [change.status for change in changes]
-    return {
-        "total": len(drift),
-        "counts": counts,
-        "context": statuses.count("context"),
-        "accepted": statuses.count("accepted"),
-        "ignored": statuses.count("ignored"),
-        "most_likely_cause": drift[0].cause if drift else None,
-    }
-
-
-def _side(snapshot: Snapshot) -> dict[str, Any]:
-    return {
-        "host": snapshot.host.name,
-        "hostname": snapshot.host.hostname,
-        "taken_at": snapshot.taken_at.isoformat(),
-        "labels": list(snapshot.labels),
-    }
-
-
 def _system_fact(snapshot: Snapshot, key: str) -> Any:
     record = snapshot.probes.get("system")
     if record is None or record.status != ProbeStatus.ok:
         return snapshot.host.hostname if key == "hostname" else None
     return record.facts.get(key) or (snapshot.host.hostname if key == "hostname" else None)
-
-
-def _facts(snapshot: Snapshot) -> dict[str, tuple[ProbeStatus, dict[str, Any]]]:
-    return {name: (record.status, record.facts) for name, record in snapshot.probes.items()}
 
 
 def _probe_order(old: Snapshot, new: Snapshot) -> list[str]:

@@ -8,9 +8,10 @@ must read differently from an edit that was left in place. A walk that stopped a
 
 from __future__ import annotations
 
-from driftwatch.diff import fmt
+from driftwatch.facts import fmt
 from driftwatch.diff.change import Change, Severity
-from driftwatch.diff.context import DiffContext, Facts, as_dict
+from driftwatch.diff.context import DiffContext
+from driftwatch.facts.read import Facts, as_dict
 from driftwatch.diff.generic import changed_keys
 
 KEYS = frozenset({"patterns", "files", "truncated", "truncated_reason"})

@@ -11,9 +11,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from driftwatch.diff import fmt
+from driftwatch.facts import fmt
 from driftwatch.diff.change import Change, Severity
-from driftwatch.diff.context import DiffContext, Facts
+from driftwatch.diff.context import DiffContext
+from driftwatch.facts.read import Facts
 from driftwatch.model import VOLATILE_KEY
 
 # Probes without their own rules still get a category from PRODUCT.md's list.

@@ -10,15 +10,16 @@ from dataclasses import replace
 from typing import Any
 
 from driftwatch.diff.change import Change, Severity
-from driftwatch.diff.context import DiffContext, Facts, as_dict
+from driftwatch.diff.context import DiffContext
+from driftwatch.facts.read import Facts, as_dict
 from driftwatch.diff.generic import leaf_changes, walk
 from driftwatch.diff.gpu_fields import FIELD_RULES, HANDLED_FIELDS, MEMORY_READINGS
 from driftwatch.diff.gpu_processes import (
     diff_processes,
     free_memory_change,
-    gpu_label,
     held_mib,
 )
+from driftwatch.facts.names import gpu_label
 
 KEYS = frozenset({"driver_version", "cuda_version", "gpus", "processes", "topology"})
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from driftwatch.diff import fmt
+from driftwatch.facts import fmt
 from driftwatch.diff.change import Change, Severity
-from driftwatch.diff.context import Facts
+from driftwatch.facts.read import Facts
 
 FieldRule = Callable[[str, str, Facts, Facts], "Change | None"]
 

@@ -6,20 +6,12 @@ that a visible process accounts for is reported once, as that process.
 
 from __future__ import annotations
 
-from driftwatch.diff import fmt
+from driftwatch.facts import fmt
 from driftwatch.diff.change import Change, Severity
-from driftwatch.diff.context import DiffContext, Facts, as_dict
+from driftwatch.diff.context import DiffContext
+from driftwatch.facts.read import Facts, as_dict
 from driftwatch.diff.generic import changed_keys
-
-
-def gpu_label(gpu: Facts, uuid: str) -> str:
-    """``GPU 0 (H200, 00000000:18:00.0)``: how people and nvidia-smi name a GPU."""
-    index, name, bus = gpu.get("index"), gpu.get("name"), gpu.get("bus_id")
-    short = str(name).removeprefix("NVIDIA ") if name else None
-    details = ", ".join(str(part) for part in (short, bus) if part)
-    if index is None:
-        return f"GPU {uuid}" + (f" ({details})" if details else "")
-    return f"GPU {index} ({details or uuid})"
+from driftwatch.facts.names import gpu_label
 
 
 def held_mib(processes: Facts) -> dict[str, float]:

@@ -9,21 +9,11 @@ one lies about what loads.
 
 from __future__ import annotations
 
-from typing import Any
 
-from driftwatch.diff import fmt
+from driftwatch.facts import fmt
 from driftwatch.diff.change import Change, Severity
-from driftwatch.diff.context import Facts, as_dict
-
-
-def file_category(path: str) -> str:
-    """nccl for NCCL's files, cuda for the other NVIDIA/CUDA libraries, else package."""
-    name = path.rsplit("/", 1)[-1]
-    if "nccl" in path:
-        return "nccl"
-    if "/nvidia/" in path or name.startswith(("libcu", "libnv")):
-        return "cuda"
-    return "package"
+from driftwatch.facts.names import file_category, short_path
+from driftwatch.facts.read import Facts, as_dict
 
 
 def diff_integrity(old: Facts, new: Facts) -> list[Change]:
@@ -124,10 +114,3 @@ def _claims(entry: Facts) -> str:
     return " and ".join(f"{name} {version}" for name, version in sorted(claims.items())) or "?"
 
 
-def short_path(path: Any) -> str:
-    """``nvidia/nccl/lib/libnccl.so.2`` for a file in site-packages; others as they are."""
-    text = str(path)
-    for marker in ("/site-packages/", "/dist-packages/"):
-        if marker in text:
-            return text.rsplit(marker, 1)[1]
-    return text

@@ -12,10 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from driftwatch.diff import fmt
+from driftwatch.facts import fmt
 from driftwatch.diff.change import Change, Severity
-from driftwatch.diff.context import DiffContext, Facts, as_dict
-from driftwatch.diff.integrity import diff_integrity, file_category, short_path
+from driftwatch.diff.context import DiffContext
+from driftwatch.facts.read import Facts, as_dict
+from driftwatch.diff.integrity import diff_integrity
+from driftwatch.facts.names import file_category, short_path
 
 KEYS = frozenset({"files", "servers", "servers_error", "interpreters", "system", "integrity", "truncated"})
 DELETED = " (deleted)"

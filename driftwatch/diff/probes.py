@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from driftwatch.diff import fmt
+from driftwatch.facts import fmt
 from driftwatch.diff.change import Change, Severity
 from driftwatch.model import ProbeRecord, ProbeStatus
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from driftwatch.diff import fmt
+from driftwatch.facts import fmt
 from driftwatch.diff.change import Change, Severity
-from driftwatch.diff.context import DiffContext, Facts, as_dict
+from driftwatch.diff.context import DiffContext
+from driftwatch.facts.read import Facts, as_dict
 from driftwatch.logparse.errors import CAUSE_ORDER, cause_rank
 from driftwatch.logparse.headline import ENGINE_NAMES, summarize_log
 

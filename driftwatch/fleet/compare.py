@@ -16,7 +16,7 @@ from typing import Any
 
 from driftwatch.diff.change import Change, DiffOptions, Severity, Waiver
 from driftwatch.diff.context import DiffContext
-from driftwatch.diff.rank import rank_changes
+from driftwatch.explain.rank import rank_changes
 from driftwatch.fleet import explain
 from driftwatch.fleet.facts import Fact, HostView
 from driftwatch.fleet.gather import Extractor, Gathered, HostFacts

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Hashable, Sequence
 
-from driftwatch.diff import fmt
+from driftwatch.facts import fmt
 
 _DIGEST = re.compile(r"[0-9a-f]{32,}")
 MAX_HOSTS_NAMED = 4

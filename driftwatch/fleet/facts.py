@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from driftwatch.diff.change import Severity
-from driftwatch.diff.context import normalize_name
+from driftwatch.facts.read import normalize_name
 from driftwatch.model import VOLATILE_KEY
 
 # Keys whose values differ between two healthy, identical hosts (or between two runs of

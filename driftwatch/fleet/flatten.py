@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from driftwatch.diff.change import Severity
-from driftwatch.diff.context import as_dict
+from driftwatch.facts.read import as_dict
 from driftwatch.diff.generic import CATEGORY_BY_PROBE
 from driftwatch.fleet.areas import AREAS
 from driftwatch.fleet.facts import Fact, FactMap, HostView, walk

@@ -9,9 +9,9 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-from driftwatch.diff import fmt
+from driftwatch.facts import fmt
 from driftwatch.diff.change import Severity
-from driftwatch.diff.context import as_dict
+from driftwatch.facts.read import as_dict
 from driftwatch.diff.gpu_fields import MEMORY_READINGS
 from driftwatch.fleet.facts import IDENTITY_KEYS, Fact, FactMap, HostView, freeze
 

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from driftwatch.diff.context import as_dict, ok_facts
-from driftwatch.diff.launch import FRACTIONS, launch_settings
+from driftwatch.facts.read import as_dict, ok_facts
+from driftwatch.facts.launch import FRACTIONS, launch_settings
 from driftwatch.fleet.gpus import ordered
 from driftwatch.model import Snapshot
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from driftwatch.diff.change import Severity
-from driftwatch.diff.context import as_dict
+from driftwatch.facts.read import as_dict
 from driftwatch.diff.driver import P2P_PARAMS
-from driftwatch.diff.integrity import file_category, short_path
+from driftwatch.facts.names import file_category, short_path
 from driftwatch.fleet.facts import Area, Fact, FactMap, HostView, freeze
 from driftwatch.fleet.runtime import SERVERS
 

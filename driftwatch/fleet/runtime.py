@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from driftwatch.diff.change import Severity
-from driftwatch.diff.context import as_dict
-from driftwatch.diff.launch import flag, launch_settings, severity_of
+from driftwatch.facts.read import as_dict
+from driftwatch.diff.launch import flag, severity_of
+from driftwatch.facts.launch import launch_settings
 from driftwatch.fleet.facts import Area, Fact, FactMap, HostView, freeze
 from driftwatch.model import Snapshot
 

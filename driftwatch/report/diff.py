@@ -8,7 +8,9 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from driftwatch.diff import Change, DiffResult, Severity
+from driftwatch.diff import Change, Severity
+
+from driftwatch.explain import DiffResult
 from driftwatch.report.safe import clean
 from driftwatch.when import shown
 

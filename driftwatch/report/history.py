@@ -8,7 +8,7 @@ from datetime import datetime
 from rich.console import Console
 from rich.text import Text
 
-from driftwatch.diff.fmt import plural
+from driftwatch.facts.fmt import plural
 from driftwatch.history import History, Moment, Step
 from driftwatch.report.diff import folded_context, ignored_line, markdown_rows, md_text, print_changes
 from driftwatch.report.safe import clean

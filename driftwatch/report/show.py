@@ -15,9 +15,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from driftwatch.diff import fmt
-from driftwatch.diff.context import as_dict, normalize_name
-from driftwatch.diff.gpu_processes import gpu_label
+from driftwatch.facts import fmt
+from driftwatch.facts.read import as_dict, normalize_name
+from driftwatch.facts.names import gpu_label
 from driftwatch.logparse.headline import summarize_log
 from driftwatch.model import ProbeStatus, Snapshot
 from driftwatch.report.safe import clean

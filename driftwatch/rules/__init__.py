@@ -6,6 +6,6 @@ say which change produced a known-bad state. One module per class of rule, one r
 (``registry.RULES``, run by ``registry.diagnose``); known-bad version ranges are data
 (``known_bad.toml``, extended by the config's ``[[rules]]``).
 
-Nothing is imported here: ``diff.change`` needs ``rules.finding`` and the rules need the
-diff's helpers, so importing the registry from this package would import in a circle.
+Rules read facts through ``driftwatch.facts`` and never import ``diff/`` or ``explain/``;
+``explain/`` ties their findings to the diff's changes.
 """

@@ -3,8 +3,8 @@ package that owns them, in caches that key their entries by version only."""
 
 from __future__ import annotations
 
-from driftwatch.diff import fmt
-from driftwatch.diff.context import Facts, as_dict, normalize_name
+from driftwatch.facts import fmt
+from driftwatch.facts.read import Facts, as_dict, normalize_name
 from driftwatch.rules.finding import Finding
 from driftwatch.rules.host import Host, Missing, package_subjects
 from driftwatch.severity import Severity

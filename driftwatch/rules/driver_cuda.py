@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from driftwatch.severity import Severity
-from driftwatch.diff.context import as_dict
+from driftwatch.facts.read import as_dict
 from driftwatch.rules.finding import Finding, Subject
 from driftwatch.rules.host import Host, Missing, package_subjects
 

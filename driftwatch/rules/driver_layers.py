@@ -3,7 +3,7 @@ driver, and the fabric manager an NVSwitch host cannot use its GPUs without."""
 
 from __future__ import annotations
 
-from driftwatch.diff.context import as_dict
+from driftwatch.facts.read import as_dict
 from driftwatch.rules.finding import Finding
 from driftwatch.rules.host import Host, Missing
 from driftwatch.severity import Severity

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from driftwatch.diff import fmt
+from driftwatch.facts import fmt
 from driftwatch.severity import Severity
-from driftwatch.diff.context import Facts, as_dict
-from driftwatch.diff.gpu_processes import gpu_label
-from driftwatch.diff.launch import memory_failure
+from driftwatch.facts.read import Facts, as_dict
+from driftwatch.facts.names import gpu_label
+from driftwatch.facts.launch import memory_failure
 from driftwatch.rules.finding import Finding
 from driftwatch.rules.host import Host, Missing
 from driftwatch.rules.launch import world_size

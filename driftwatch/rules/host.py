@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from driftwatch.diff.context import Facts, as_dict, normalize_name
-from driftwatch.diff.launch import launch_settings
+from driftwatch.facts.read import Facts, as_dict, normalize_name
+from driftwatch.facts.launch import launch_settings
 from driftwatch.model import ProbeStatus, Snapshot
 from driftwatch.rules.versions import VersionRule
 from driftwatch.settings import DEFAULT_FOCUS

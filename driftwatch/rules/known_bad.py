@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from fnmatch import fnmatchcase
 
-from driftwatch.diff.context import as_dict, normalize_name
+from driftwatch.facts.read import as_dict, normalize_name
 from driftwatch.rules.finding import Finding, Subject
 from driftwatch.rules.host import Host, Missing, package_subjects
 from driftwatch.rules.requirements import satisfies

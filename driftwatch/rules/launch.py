@@ -1,6 +1,6 @@
 """Launch budget: the KV cache a server can size from the memory numbers its log printed.
 
-SGLang: ``free after weights − total × (1 − mem_fraction_static)`` (``diff/launch.py``).
+SGLang: ``free after weights − total × (1 − mem_fraction_static)`` (``facts/launch.py``).
 vLLM: ``total × gpu_memory_utilization − weights − activation peak``, which vLLM logs as
 the available KV cache memory; with a utilization set since, the difference is added.
 A negative budget is *predicted* until the log shows the server failed.
@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from driftwatch.diff import fmt
+from driftwatch.facts import fmt
 from driftwatch.severity import Severity
-from driftwatch.diff.context import as_dict
-from driftwatch.diff.launch import (
+from driftwatch.facts.read import as_dict
+from driftwatch.facts.launch import (
     avail_after_weights_gib,
     launch_settings,
     memory_failure,

@@ -3,9 +3,9 @@ longer match their RECORD, and servers that map a library other than their wheel
 
 from __future__ import annotations
 
-from driftwatch.diff import fmt
-from driftwatch.diff.context import Facts, as_dict
-from driftwatch.diff.integrity import file_category, short_path
+from driftwatch.facts import fmt
+from driftwatch.facts.read import Facts, as_dict
+from driftwatch.facts.names import file_category, short_path
 from driftwatch.rules.finding import Finding, Subject
 from driftwatch.rules.host import Host, Missing, package_subjects
 from driftwatch.severity import Severity

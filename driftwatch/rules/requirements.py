@@ -24,7 +24,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from driftwatch.severity import Severity
-from driftwatch.diff.context import Facts, as_dict, normalize_name
+from driftwatch.facts.read import Facts, as_dict, normalize_name
 from driftwatch.rules.finding import Finding
 from driftwatch.rules.host import Host, package_subjects
 

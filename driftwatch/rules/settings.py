@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from driftwatch.severity import Severity
-from driftwatch.diff import fmt
-from driftwatch.diff.context import as_dict
+from driftwatch.facts import fmt
+from driftwatch.facts.read import as_dict
 from driftwatch.rules.finding import Finding
 from driftwatch.rules.host import Host, Missing, Source
 from driftwatch.rules.launch import world_size

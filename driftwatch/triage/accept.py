@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from driftwatch.diff.change import Change, Waiver
-from driftwatch.diff.fmt import value as short_value
+from driftwatch.facts.fmt import value as short_value
 from driftwatch.triage.patterns import names, names_change
 from driftwatch.when import shown
 

@@ -12,9 +12,9 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from driftwatch.diff.change import DiffResult
-from driftwatch.diff.engine import tally
-from driftwatch.diff.rank import rank_changes
+from driftwatch.explain.result import DiffResult
+from driftwatch.explain.summary import tally
+from driftwatch.explain.rank import rank_changes
 from driftwatch.triage.accept import Acceptance, accept_changes
 from driftwatch.triage.ignore import Ignoring, ignore_changes
 

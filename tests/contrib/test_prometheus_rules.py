@@ -16,7 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from driftwatch.cron.textfile import write_textfile
-from driftwatch.diff import diff_snapshots
+from driftwatch.explain import diff_snapshots
 from driftwatch.model import ProbeRecord, ProbeStatus, Snapshot
 from driftwatch.rules.registry import diagnose
 from tests.builders import snapshot

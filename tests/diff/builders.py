@@ -12,7 +12,9 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from driftwatch.diff import DiffOptions, DiffResult, diff_snapshots
+from driftwatch.diff import DiffOptions
+
+from driftwatch.explain import DiffResult, diff_snapshots
 from driftwatch.model import HostIdentity, ProbeRecord, ProbeStatus, Snapshot
 
 T0 = datetime(2026, 2, 19, 10, 0, 0, tzinfo=timezone.utc)

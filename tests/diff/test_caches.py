@@ -5,7 +5,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from driftwatch.diff import DiffResult, Severity, diff_snapshots
+from driftwatch.diff import Severity
+
+from driftwatch.explain import DiffResult, diff_snapshots
 from driftwatch.model import ProbeRecord, ProbeStatus
 from tests.diff.builders import INSTALLED, baseline, dists, make_snapshot
 

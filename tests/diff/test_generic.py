@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from driftwatch.diff import Severity, diff_snapshots
+from driftwatch.diff import Severity
+
+from driftwatch.explain import diff_snapshots
 from driftwatch.diff.generic import walk
 from tests.diff.builders import baseline, diff_after, make_snapshot
 

@@ -34,7 +34,7 @@ def test_dirty_then_clean_and_diff_digest() -> None:
 
 
 def test_same_dirty_files_new_digest_is_edited_again() -> None:
-    from driftwatch.diff import diff_snapshots
+    from driftwatch.explain import diff_snapshots
     from tests.diff.builders import baseline, make_snapshot
 
     a, b = baseline(), baseline()
@@ -49,7 +49,7 @@ def test_same_dirty_files_new_digest_is_edited_again() -> None:
 
 def test_a_moved_commit_is_one_finding_naming_what_it_moved() -> None:
     from tests.diff.builders import HEAD, SRT, baseline, dists, make_snapshot
-    from driftwatch.diff import diff_snapshots
+    from driftwatch.explain import diff_snapshots
 
     new_head = "1a2b3c4" + "0" * 33
 

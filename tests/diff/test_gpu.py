@@ -2,7 +2,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from driftwatch.diff import Severity, diff_snapshots
+from driftwatch.diff import Severity
+
+from driftwatch.explain import diff_snapshots
 from tests.diff.builders import GPU0, GPU1, baseline, diff_after, make_snapshot
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from driftwatch.diff import diff_snapshots
+from driftwatch.explain import diff_snapshots
 from driftwatch.launchargs import parse_launch_args
 from driftwatch.logparse import detect_and_parse
 from driftwatch.model import ProbeStatus

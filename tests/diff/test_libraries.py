@@ -7,7 +7,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from driftwatch.diff import DiffResult, Severity, diff_snapshots
+from driftwatch.diff import Severity
+
+from driftwatch.explain import DiffResult, diff_snapshots
 from tests.diff.builders import make_snapshot
 
 SITE = "/root/ml-env/lib/python3.12/site-packages"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from driftwatch.diff import diff_snapshots
+from driftwatch.explain import diff_snapshots
 from driftwatch.logparse import detect_and_parse
 from tests.diff.builders import make_snapshot
 from tests.seed import seed_log

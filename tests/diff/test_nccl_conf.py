@@ -5,7 +5,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from driftwatch.diff import Severity, diff_snapshots
+from driftwatch.diff import Severity
+
+from driftwatch.explain import diff_snapshots
 from driftwatch.diff.change import Change
 from tests.diff.builders import make_snapshot
 

@@ -2,7 +2,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from driftwatch.diff import Severity, diff_snapshots
+from driftwatch.diff import Severity
+
+from driftwatch.explain import diff_snapshots
 from tests.diff.builders import baseline, diff_after, dist, dists, make_snapshot
 
 UPGRADED_AT = 1772028120.0  # 2026-02-25 14:02 UTC

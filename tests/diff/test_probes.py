@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from driftwatch.diff import Severity, diff_snapshots
+from driftwatch.diff import Severity
+
+from driftwatch.explain import diff_snapshots
 from driftwatch.model import ProbeStatus
 from tests.diff.builders import failed, make_snapshot
 

@@ -8,7 +8,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from driftwatch.diff import Change, DiffOptions, diff_snapshots
+from driftwatch.diff import Change, DiffOptions
+
+from driftwatch.explain import diff_snapshots
 from driftwatch.model import ProbeRecord, ProbeStatus, Snapshot
 from tests.diff.builders import GPU0, GPU1, INSTALLED, SRT, baseline, make_snapshot
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from driftwatch.diff import Severity, diff_snapshots
+from driftwatch.diff import Severity
+
+from driftwatch.explain import diff_snapshots
 from tests.diff.builders import make_snapshot
 
 LOG = "/var/log/sglang/*.log"

@@ -115,7 +115,7 @@ def test_everything_one_package_lacks_is_one_finding() -> None:
 
 
 def test_a_dependency_missing_on_top_of_others_is_a_new_known_bad_state() -> None:
-    from driftwatch.diff import diff_snapshots
+    from driftwatch.explain import diff_snapshots
 
     before = with_dists()
     dists(before)["sglang"]["requires"] += ["aiohttp", "tqdm"]  # both missing in the good run
@@ -131,7 +131,7 @@ def test_a_dependency_missing_on_top_of_others_is_a_new_known_bad_state() -> Non
 def test_fewer_missing_dependencies_than_the_baseline_is_no_new_known_bad_state() -> None:
     # The good run lacked two of sglang's dependencies; one was installed since. The one
     # still missing was missing then too: nothing new is known-bad, whatever the grouping.
-    from driftwatch.diff import diff_snapshots
+    from driftwatch.explain import diff_snapshots
 
     before = with_dists()
     dists(before)["sglang"]["requires"] += ["aiohttp", "tqdm"]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from driftwatch.diff import Change, DiffResult, Severity
+from driftwatch.diff import Change, Severity
+
+from driftwatch.explain import DiffResult
 from driftwatch.triage.accept import Acceptance, accept_changes, merge, revoke, select
 from driftwatch.triage.apply import triage
 from driftwatch.triage.ignore import Ignoring

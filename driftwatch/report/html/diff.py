@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from driftwatch.diff import Change, DiffResult
+from driftwatch.diff import Change
+
+from driftwatch.explain import DiffResult
 from driftwatch.report.diff import groups, headline, ignored_line, note, sides
 from driftwatch.report.html.page import extra_fields, extra_sections, render, value_text
 

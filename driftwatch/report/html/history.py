@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from driftwatch.diff.fmt import plural
+from driftwatch.facts.fmt import plural
 from driftwatch.history import History, Step
 from driftwatch.report.diff import folded_context, ignored_line
 from driftwatch.report.history import headline, quiet_line, step_since, step_when, visible_steps

@@ -6,7 +6,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from driftwatch.diff import DiffOptions, DiffResult, diff_snapshots
+from driftwatch.diff import DiffOptions
+
+from driftwatch.explain import DiffResult, diff_snapshots
 from driftwatch.fleet import FleetResult, compare_fleet
 from driftwatch.fleet.headline import headline_facts
 from driftwatch.history import History, HistoryQuery, walk_history

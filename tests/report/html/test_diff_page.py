@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from driftwatch.diff.change import Change, DiffResult, Waiver
+from driftwatch.diff.change import Change, Waiver
+from driftwatch.explain.result import DiffResult
 from driftwatch.report.diff import headline
 from driftwatch.report.html.diff import render_diff
 from tests.diff.builders import SRT, T0, diff_after, dists

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from driftwatch.cron.alerts import fingerprint
-from driftwatch.diff import diff_snapshots
+from driftwatch.explain import diff_snapshots
 from driftwatch.diff.change import Change
-from driftwatch.diff.known_bad import apply_findings
+from driftwatch.explain.known_bad import apply_findings
 from driftwatch.rules.finding import Diagnosis, Finding
 from driftwatch.severity import Severity
 from tests.diff.builders import GPU0, GPU1, SRT, baseline, dist, dists, make_snapshot

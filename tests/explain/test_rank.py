@@ -2,9 +2,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from driftwatch.diff import Severity, diff_snapshots
+from driftwatch.diff import Severity
+
+from driftwatch.explain import diff_snapshots
 from driftwatch.diff.change import Change
-from driftwatch.diff.rank import rank_changes
+from driftwatch.explain.rank import rank_changes
 from driftwatch.model import ProbeStatus
 from tests.diff.builders import GPU0, GPU1, SRT, baseline, dists, failed, make_snapshot
 from tests.diff.test_gpu import grab

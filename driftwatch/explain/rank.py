@@ -1,7 +1,7 @@
 """Most likely cause first.
 
 Evidence decides first: a change that produced a known-bad state (a rule's finding, see
-``known_bad.py``) outranks one that merely changed. Then severity; within a severity, the
+``explain/known_bad.py``) outranks one that merely changed. Then severity; within a severity, the
 category prior encodes where regressions
 usually come from: the driver and CUDA stack, then how the server was launched, then the
 packages the user said matter, then who else holds GPU memory, then source edits.
