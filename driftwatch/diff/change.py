@@ -82,6 +82,12 @@ class Change:
     # Rank hint: 1 + the rank of the most severe known-bad state (a rule's finding) this
     # change produced; 0 when it produced none. Evidence outranks a change that merely changed.
     evidence: int = 0
+    # A line of its own for a known-bad state (one that appeared or went away with no change
+    # of its subjects): the rule's name. ``old``/``new`` stay the subject's fact values.
+    rule: str = ""
+    # Keys (category, item) of the changes that carry this one: a library a package ships, a
+    # package inside a container image. Accepting the carrier accepts this change with it.
+    part_of: tuple[tuple[str, str], ...] = ()
 
     @property
     def shown_item(self) -> str:
@@ -115,6 +121,7 @@ class Change:
             "status": self.status,
             "waiver": self.waiver.to_json() if self.waiver else None,
             "lapsed": self.lapsed or None,
+            "rule": self.rule or None,
         }
 
 

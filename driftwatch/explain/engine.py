@@ -34,7 +34,7 @@ def diff_snapshots(old: Snapshot, new: Snapshot, *, options: DiffOptions | None 
     if _facts(old) != _facts(new):
         rule_options = RuleOptions(focus=ctx.focus, version_rules=tuple(ctx.options.version_rules))
         after = diagnose(new, rule_options)
-        changes, found = apply_findings(changes, diagnose(old, rule_options), after)
+        changes, found = apply_findings(changes, diagnose(old, rule_options), after, (old, new))
     ranked = said_once(rank_changes(changes), after.findings if after is not None else [])
     summary = summarize(ranked, old, new, ctx.different_hosts)
     summary["known_bad"] = len([f for f in found if f.severity is not Severity.info])

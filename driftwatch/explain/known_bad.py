@@ -10,13 +10,18 @@ a line of its own, so the diff never hides one.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from driftwatch.diff.change import Change
+from driftwatch.explain.subjects import subject_value
+from driftwatch.model import Snapshot
 from driftwatch.rules.finding import EVIDENCE, NOTE, Diagnosis, Finding
 from driftwatch.severity import Severity
 
 
-def apply_findings(changes: list[Change], before: Diagnosis, after: Diagnosis) -> tuple[list[Change], list[Finding]]:
+def apply_findings(
+    changes: list[Change], before: Diagnosis, after: Diagnosis, sides: tuple[Snapshot, Snapshot] | None = None
+) -> tuple[list[Change], list[Finding]]:
     """(the changes with their known-bad states said, the findings new in ``after``)."""
     new = _not_held(after, before)
     gone = _not_held(before, after)
@@ -30,8 +35,8 @@ def apply_findings(changes: list[Change], before: Diagnosis, after: Diagnosis) -
     # Appeared or vanished with no change of its subjects (a reading the diff does not
     # report, a rule's data that changed): a line of its own, on both sides alike. A
     # context change of a subject (a reinstall with identical files) already explains it.
-    out += [_appeared(f) for f in new if id(f) not in tied and _whole(f, before) and not keys & set(f.subjects)]
-    out += [_vanished(f) for f in gone if _whole(f, after) and not keys & set(f.subjects)]
+    out += [_appeared(f, sides) for f in new if id(f) not in tied and _whole(f, before) and not keys & set(f.subjects)]
+    out += [_vanished(f, sides) for f in gone if _whole(f, after) and not keys & set(f.subjects)]
     return out, after.new_since(before)
 
 
@@ -68,16 +73,25 @@ def _say(change: Change, produced: list[Finding]) -> Change:
     return replace(change, explanation=text, severity=severity, evidence=1 + strongest.rank)
 
 
-def _appeared(finding: Finding) -> Change:
+def _appeared(finding: Finding, sides: tuple[Snapshot, Snapshot] | None) -> Change:
     category, item = finding.subjects[0]
+    old, new = _values(category, item, sides)
     evidence = 1 + finding.severity.rank if finding.severity.rank >= EVIDENCE.rank else 0
-    return Change(category, item, None, finding.rule, finding.severity, sentence(finding), evidence=evidence)
+    return Change(category, item, old, new, finding.severity, sentence(finding), evidence=evidence, rule=finding.rule)
 
 
-def _vanished(finding: Finding) -> Change:
+def _vanished(finding: Finding, sides: tuple[Snapshot, Snapshot] | None) -> Change:
     category, item = finding.subjects[0]
+    old, new = _values(category, item, sides)
     text = f"known-bad state gone: {finding.why}"
-    return Change(category, item, finding.rule, None, Severity.low if finding.severity is not NOTE else NOTE, text)
+    severity = Severity.low if finding.severity is not NOTE else NOTE
+    return Change(category, item, old, new, severity, text, rule=finding.rule)
+
+
+def _values(category: str, item: str, sides: tuple[Snapshot, Snapshot] | None) -> tuple[Any, Any]:
+    if sides is None:
+        return None, None
+    return subject_value(sides[0], category, item), subject_value(sides[1], category, item)
 
 
 def _not_held(a: Diagnosis, b: Diagnosis) -> list[Finding]:

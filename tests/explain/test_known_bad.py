@@ -126,11 +126,24 @@ def test_a_known_bad_state_with_no_change_of_its_own_gets_a_line() -> None:
     new["gpu"]["gpus"][GPU0]["volatile"]["utilization_gpu_pct"] = 97
     result = diff_snapshots(make_snapshot(**old), make_snapshot(minutes=60, **new))
     [line] = result.changes
-    assert (line.category, line.item, line.old, line.new) == ("gpu", GPU0, None, "pcie-link-degraded")
+    assert (line.category, line.item, line.rule) == ("gpu", GPU0, "pcie-link-degraded")
+    assert (line.old, line.new) == (None, None)  # a GPU has no one value: unknown on both sides, one type
     assert line.explanation.startswith("known-bad state (observed): GPU 0 (H200, 00000000:83:00.0) runs its PCIe link at gen 3 of 5")
     back = diff_snapshots(make_snapshot(**new), make_snapshot(minutes=60, **old))
-    assert [(c.old, c.new) for c in back.changes] == [("pcie-link-degraded", None)]
+    assert [(c.old, c.new, c.rule) for c in back.changes] == [(None, None, "pcie-link-degraded")]
     assert back.changes[0].explanation.startswith("known-bad state gone: ")
+
+
+def test_a_line_of_its_own_carries_the_facts_values_and_the_rule_apart() -> None:
+    # The good run's server is gone (no argv), its log auto-detected 0.88; now a server runs with
+    # --mem-fraction-static 0.55. The diff compares no argv, so the budget rule's line stands alone.
+    old, new = good(), good()
+    old["processes"]["servers"] = {}
+    fraction_lowered(new)
+    result = diff_snapshots(make_snapshot(**old), make_snapshot(minutes=60, **new))
+    [line] = [c for c in result.changes if c.item == "mem_fraction_static"]
+    assert line.to_json()["rule"] == "kv-budget-sglang"
+    assert (line.to_json()["old"], line.to_json()["new"]) == (0.88, 0.55)
 
 
 def test_a_context_change_is_never_tied() -> None:

@@ -91,6 +91,7 @@ def test_summary() -> None:
         "status",  # drift, context, accepted or ignored
         "waiver",  # who accepted it or which rule ignores it, and why
         "lapsed",  # why an accepted or ignored change counts again
+        "rule",  # the rule of a known-bad state's line of its own
     }
     assert as_json["changes"][0]["status"] == "drift" and as_json["changes"][0]["waiver"] is None
 
