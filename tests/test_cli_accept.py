@@ -244,3 +244,22 @@ def test_an_ignore_rule_hides_what_it_names_and_nothing_else(
 
     code, out, _ = run(capsys, "diff", "testhost@good", "testhost@latest")  # diff applies them too
     assert code == 2 and "1 ignored: package sgl-kernel" in out
+
+
+def test_accepting_an_upgrade_accepts_the_known_bad_state_it_made(
+    host: Host, hook: Hook, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # sglang pins sgl-kernel==0.3.16.post4; the upgrade breaks the pin (a known-bad state).
+    host.sgl_kernel("0.3.17")
+    code, entry = check_json(capsys, hook)
+    assert code == 2 and [k["rule"] for k in entry["known_bad"]] == ["unmet-requirement"]
+    hook.posts.clear()
+    code, out, err = run(capsys, "accept", "testhost", "sgl-kernel", "--reason", "kernel rollout")
+    assert code == 0, err
+    code, out, err = run(capsys, "check", "testhost", "--quiet", "--notify", hook.url)
+    assert code == 0, out + err
+    assert [post["status"] for post in hook.posts] == ["resolved"], "an accepted change still alerted as drift"
+    code, entry = check_json(capsys, hook)
+    assert code == 0 and entry["known_bad"] == [] and [k["rule"] for k in entry["known_bad_settled"]] == ["unmet-requirement"]
+    code, out, _ = run(capsys, "diff", "testhost@good", "testhost@latest")
+    assert code == 0 and out.startswith("no drift (1 accepted)")  # diff and check agree

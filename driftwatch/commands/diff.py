@@ -83,7 +83,8 @@ def run_diff(
     warn_unused_rules(config, use)
     write_html(html_file, lambda: html_page(result, show_ignored=include_volatile))
     print_report(result, form, show_ignored=include_volatile)
-    return EXIT_DRIFT if result.drift else EXIT_OK
+    # A new known-bad state no one decided on fails like drift, as it does in check.
+    return EXIT_DRIFT if result.drift or result.problems else EXIT_OK
 
 
 def baseline_label(ref: str) -> str | None:

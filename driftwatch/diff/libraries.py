@@ -17,7 +17,7 @@ from driftwatch.diff.change import Change, Severity
 from driftwatch.diff.context import DiffContext
 from driftwatch.facts.read import Facts, as_dict
 from driftwatch.diff.integrity import diff_integrity
-from driftwatch.facts.names import file_category, short_path
+from driftwatch.facts.names import file_category, owned_by, short_path
 
 KEYS = frozenset({"files", "servers", "servers_error", "interpreters", "system", "integrity", "truncated"})
 DELETED = " (deleted)"
@@ -71,12 +71,14 @@ def _now_maps(server: str, name: str, old: list[str], new: list[str], old_files:
         entry = as_dict(new_files.get(new[0]))
         text = (f"the server {server} still runs the {name} that was deleted or replaced on disk after it "
                 f"started ({fmt.value(old[0])}): it runs the old build{_build(entry)} until it restarts")
-        return Change(file_category(name), f"{name} ({server})", old, new, Severity.high, text, magnitude=3.0)
+        return Change(file_category(name), f"{name} ({server})", old, new, Severity.high, text, magnitude=3.0,
+                      part_of=owned_by(entry))
     was = ", ".join(_copy(path, as_dict(old_files.get(path))) for path in old) or "nothing"
     now = ", ".join(_copy(path, as_dict(new_files.get(path)), full=True) for path in new)
     several = " (two copies in one process)" if len(new) > 1 else ""
     text = f"the server {server} now maps {now}{several} instead of {was}"
-    return Change(file_category(name), f"{name} ({server})", old, new, Severity.high, text, magnitude=3.0)
+    return Change(file_category(name), f"{name} ({server})", old, new, Severity.high, text, magnitude=3.0,
+                  part_of=owned_by(*(as_dict(new_files.get(path)) for path in new)))
 
 
 def _copy(path: str, entry: Facts, full: bool = False) -> str:
@@ -159,7 +161,8 @@ def grouped(rebuilt: list[Rebuilt], where: str, magnitude: float) -> list[Change
         else:
             text = f"{len(items)} libraries in {owner} {where}: different builds ({names})"
         changes.append(Change(items[0].change.category, f"{owner} libraries ({where})", None,
-                              [item.name for item in items], Severity.high, text, magnitude=magnitude))
+                              [item.name for item in items], Severity.high, text, magnitude=magnitude,
+                              part_of=owned_by(*(item.new for item in items))))
     return changes
 
 
@@ -182,7 +185,8 @@ def _rebuilt(label: str, name: str, old: Facts, new: Facts, path: str, magnitude
         f"{fmt.size(old.get('size'))} → {fmt.size(new.get('size'))}" if old.get("size") != new.get("size") else None,
     ) if part)
     text = f"{label}: {versions}, different build ({evidence})"
-    return Change(file_category(name), path, _id(old), _id(new), Severity.high, text, magnitude=magnitude)
+    return Change(file_category(name), path, _id(old), _id(new), Severity.high, text, magnitude=magnitude,
+                  part_of=owned_by(new))
 
 
 def display_version(entry: Facts) -> str:

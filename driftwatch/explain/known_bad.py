@@ -32,12 +32,16 @@ def apply_findings(
         tied |= {id(f) for f in produced}
         out.append(_say(change, produced) if produced else change)
     keys = {(c.category, str(c.item)) for c in changes}
+    context = {(c.category, str(c.item)) for c in changes if c.status == "context"}
     # Appeared or vanished with no change of its subjects (a reading the diff does not
-    # report, a rule's data that changed): a line of its own, on both sides alike. A
-    # context change of a subject (a reinstall with identical files) already explains it.
+    # report, a rule's data that changed): a line of its own, on both sides alike.
     out += [_appeared(f, sides) for f in new if id(f) not in tied and _whole(f, before) and not keys & set(f.subjects)]
     out += [_vanished(f, sides) for f in gone if _whole(f, after) and not keys & set(f.subjects)]
-    return out, after.new_since(before)
+    # A state that came only with changes that provably change nothing (a reinstall with
+    # identical files under a cache that now seems to predate it) is context like them:
+    # shown in their lines, never a new known-bad state that exits 2 or alerts.
+    found = [f for f in after.new_since(before) if id(f) in tied or not context & set(f.subjects)]
+    return out, found
 
 
 def sentence(finding: Finding) -> str:

@@ -18,6 +18,9 @@ class DiffResult:
     findings: list[Finding] = field(default_factory=list)
     # The new snapshot's whole diagnosis; None when both sides had the same facts (not run).
     after: Diagnosis | None = None
+    # New known-bad states that a person decided on with the changes that produced them
+    # (accepted or ignored): shown with those changes, never a reason to exit 2 or alert.
+    settled: list[Finding] = field(default_factory=list)
 
     @property
     def drift(self) -> bool:
@@ -45,4 +48,5 @@ class DiffResult:
             "changes": [c.to_json() for c in self.changes],
             "summary": self.summary,
             "known_bad": [f.to_json() for f in self.findings],
+            "known_bad_settled": [f.to_json() for f in self.settled],
         }

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
-from driftwatch.facts.read import Facts
+from driftwatch.facts.read import Facts, as_dict, normalize_name
 
 
 def gpu_label(gpu: Facts, uuid: str) -> str:
@@ -34,3 +35,22 @@ def short_path(path: Any) -> str:
         if marker in text:
             return text.rsplit(marker, 1)[1]
     return text
+
+
+@lru_cache(maxsize=65536)
+def package_subjects(name: str) -> tuple[tuple[str, str], ...]:
+    """The diff's keys for a distribution: its package line, and the CUDA stack's line for
+    the NCCL and cuDNN wheels the cuda probe also reports."""
+    found: tuple[tuple[str, str], ...] = (("package", name),)
+    if name.startswith("nvidia-nccl-"):
+        found += (("nccl", name),)
+    elif name.startswith("nvidia-cudnn-"):
+        found += (("cuda", name),)
+    return found
+
+
+def owned_by(*entries: Facts) -> tuple[tuple[str, str], ...]:
+    """The diff's keys of the distributions that own these files (a library's RECORD owners):
+    what a change to the files is part of."""
+    names = sorted({normalize_name(str(name)) for entry in entries for name in as_dict(entry.get("owners"))})
+    return tuple(key for name in names for key in package_subjects(name))

@@ -33,7 +33,12 @@ def headline(result: DiffResult) -> str:
             asides.append(f"{accepted} accepted")
         if context:
             asides.append("1 context finding that changes nothing" if context == 1 else f"{context} context findings that change nothing")
-        return "no drift" + (f" ({'; '.join(asides)})" if asides else "")
+        text = "no drift" + (f" ({'; '.join(asides)})" if asides else "")
+        if result.problems:  # never an exit code without its reason in the text
+            first = result.problems[0]
+            more = f" (and {len(result.problems) - 1} more)" if len(result.problems) > 1 else ""
+            text += f", but a new known-bad state{more}: {first.why}"
+        return text
     noun = "change" if summary["total"] == 1 else "changes"
     return f"{summary['total']} {noun}; most likely cause: {summary['most_likely_cause']}"
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from driftwatch.facts import fmt
 from driftwatch.facts.read import Facts, as_dict, normalize_name
 from driftwatch.rules.finding import Finding
-from driftwatch.rules.host import Host, Missing, package_subjects
+from driftwatch.facts.names import package_subjects
+from driftwatch.rules.host import Host, Missing
 from driftwatch.severity import Severity
 
 STALE_JIT = "https://github.com/flashinfer-ai/flashinfer/issues/4489"

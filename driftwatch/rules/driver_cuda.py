@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from driftwatch.severity import Severity
 from driftwatch.facts.read import as_dict
 from driftwatch.rules.finding import Finding, Subject
-from driftwatch.rules.host import Host, Missing, package_subjects
+from driftwatch.facts.names import package_subjects
+from driftwatch.rules.host import Host, Missing
 
 CUDA_COMPAT = "https://docs.nvidia.com/deploy/cuda-compatibility/"
 GREEN_CONTEXTS = "https://github.com/sgl-project/sglang/issues/8432"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from driftwatch.facts.read import Facts, as_dict, normalize_name
@@ -43,18 +42,6 @@ class Source:
     where: str  # "server sglang.launch_server", "login shell", "/etc/nccl.conf"
     values: dict[str, str]
     server: Facts | None = None  # the server's facts, when the source is its environment
-
-
-@lru_cache(maxsize=65536)
-def package_subjects(name: str) -> tuple[tuple[str, str], ...]:
-    """The diff's keys for a distribution: its package line, and the CUDA stack's line for
-    the NCCL and cuDNN wheels the cuda probe also reports."""
-    found: tuple[tuple[str, str], ...] = (("package", name),)
-    if name.startswith("nvidia-nccl-"):
-        found += (("nccl", name),)
-    elif name.startswith("nvidia-cudnn-"):
-        found += (("cuda", name),)
-    return found
 
 
 _ARCH_IN_PATH = re.compile(r"/(x86_64|aarch64)-linux-gnu/")

@@ -8,7 +8,8 @@ from fnmatch import fnmatchcase
 
 from driftwatch.facts.read import as_dict, normalize_name
 from driftwatch.rules.finding import Finding, Subject
-from driftwatch.rules.host import Host, Missing, package_subjects
+from driftwatch.facts.names import package_subjects
+from driftwatch.rules.host import Host, Missing
 from driftwatch.rules.requirements import satisfies
 from driftwatch.rules.versions import NCCL, VersionRule, shipped_rules
 

@@ -7,7 +7,8 @@ from driftwatch.facts import fmt
 from driftwatch.facts.read import Facts, as_dict
 from driftwatch.facts.names import file_category, short_path
 from driftwatch.rules.finding import Finding, Subject
-from driftwatch.rules.host import Host, Missing, package_subjects
+from driftwatch.facts.names import package_subjects
+from driftwatch.rules.host import Host, Missing
 from driftwatch.severity import Severity
 
 TWO_OWNERS = "https://github.com/pypa/pip/issues/4625"

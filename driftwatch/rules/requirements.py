@@ -26,7 +26,8 @@ from packaging.version import InvalidVersion, Version
 from driftwatch.severity import Severity
 from driftwatch.facts.read import Facts, as_dict, normalize_name
 from driftwatch.rules.finding import Finding
-from driftwatch.rules.host import Host, package_subjects
+from driftwatch.facts.names import package_subjects
+from driftwatch.rules.host import Host
 
 PIP_CHECK = "https://pip.pypa.io/en/stable/cli/pip_check/"
 TORCH_ABI = "https://github.com/sgl-project/sglang/issues/5100"

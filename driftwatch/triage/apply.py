@@ -12,7 +12,10 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from driftwatch.diff.change import Change
 from driftwatch.explain.result import DiffResult
+from driftwatch.rules.finding import Finding
+from driftwatch.severity import Severity
 from driftwatch.explain.summary import tally
 from driftwatch.explain.rank import rank_changes
 from driftwatch.triage.accept import Acceptance, accept_changes
@@ -41,7 +44,41 @@ def triage(
     use: RuleUse | None = None,
 ) -> DiffResult:
     changes, used = ignore_changes(result.changes, ignoring, host)
-    changes = rank_changes(accept_changes(changes, acceptances, ignoring.now))
+    changes = rank_changes(carried(accept_changes(changes, acceptances, ignoring.now)))
     if use is not None:
         use.add(ignoring.in_scope(host), used)
-    return replace(result, changes=changes, summary={**result.summary, **tally(changes)})
+    found, settled = settle([*result.findings, *result.settled], changes)
+    summary = {**result.summary, **tally(changes), "known_bad": sum(f.severity is not Severity.info for f in found)}
+    return replace(result, changes=changes, summary=summary, findings=found, settled=settled)
+
+
+def carried(changes: list[Change]) -> list[Change]:
+    """A change that is part of another (a library its package ships) is decided with it:
+    accepting the package accepts the library the server maps from it."""
+    waivers = {(c.category, str(c.item)): c.waiver for c in changes if c.waiver is not None}
+    out = []
+    for change in changes:
+        carrier = next((key for key in change.part_of if key in waivers), None) if change.drift else None
+        if carrier is None:
+            out.append(change)
+            continue
+        waiver = waivers[carrier]
+        assert waiver is not None
+        out.append(replace(change, waiver=replace(waiver, reason=f"with {carrier[0]} {carrier[1]}: {waiver.reason}")))
+    return out
+
+
+def settle(findings: list[Finding], changes: list[Change]) -> tuple[list[Finding], list[Finding]]:
+    """(the known-bad states still open, those decided on): a state every one of whose
+    changes (the drift it came with, or its own line) was accepted or ignored is decided with
+    them; one with any of them still drifting, or with none at all, stays open."""
+    by_key: dict[tuple[str, str], list[Change]] = {}
+    for change in changes:
+        if change.status != "context":
+            by_key.setdefault((change.category, str(change.item)), []).append(change)
+    still, settled = [], []
+    for finding in findings:
+        tied = [c for subject in finding.subjects for c in by_key.get(subject, [])]
+        decided = bool(tied) and all(c.waiver is not None for c in tied)
+        (settled if decided else still).append(finding)
+    return still, settled

@@ -45,7 +45,8 @@ def names(pattern: str, category: str, item: str, label: str = "") -> bool:
 
 
 def names_change(pattern: str, change: Change) -> bool:
-    return names(pattern, change.category, str(change.item), change.label)
+    """A known-bad state's line of its own is also named by its rule (``unmet-requirement``)."""
+    return names(pattern, change.category, str(change.item), change.label) or bool(change.rule) and glob(pattern, change.rule)
 
 
 def mentions(pattern: str, change: Change) -> bool:

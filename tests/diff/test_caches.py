@@ -77,6 +77,7 @@ def test_reinstall_with_identical_files_makes_the_old_objects_context() -> None:
     stale = next(c for c in result.changes if c.item == f"{FI}/0.4.1")
     assert stale.severity is Severity.info and "(installed 2026-02-25 10:00 UTC, identical files)" in stale.explanation
     assert stale.context and not result.drift  # the reinstall is context too: nothing that runs changed
+    assert result.problems == []  # nor a known-bad state that would exit 2 under "no drift"
 
 
 def test_entry_of_another_version_is_not_stale_when_this_one_is_upgraded() -> None:
