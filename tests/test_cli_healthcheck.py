@@ -68,18 +68,19 @@ def test_fail_on_critical_passes_a_high_drift_but_still_records_it(
     )
 
 
-def test_an_accepted_change_still_fails_for_the_known_bad_state_it_leaves(
+def test_an_accepted_change_takes_the_known_bad_state_it_made_with_it(
     host: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     set_sgl_kernel(host / "venv", "0.3.17")  # sglang 0.5.6 pins sgl-kernel==0.3.16.post4
     assert main(["check", "local"]) == 2  # stored: what accept reads
-    assert main(["accept", "local", "--reason", "trying 0.3.17"]) == 0
     capsys.readouterr()
     assert main([*NHC, "--fail-on", "high"]) == 2
-    assert capsys.readouterr().out.startswith(
-        "ERROR: driftwatch: known-bad state (predicted): sglang 0.5.6 requires sgl-kernel==0.3.16.post4"
-    )
-    assert main([*NHC, "--fail-on", "critical"]) == 0
+    assert "sgl-kernel 0.3.16.post4 → 0.3.17" in capsys.readouterr().out
+    assert main(["accept", "local", "--reason", "trying 0.3.17"]) == 0
+    capsys.readouterr()
+    # The broken pin is part of the accepted upgrade: decided with it, the node is not drained.
+    assert main([*NHC, "--fail-on", "high"]) == 0
+    assert not capsys.readouterr().out.startswith("ERROR")
 
 
 def test_the_line_is_one_escaped_bounded_line_whatever_the_host_says(

@@ -88,6 +88,25 @@ class Change:
     # Keys (category, item) of the changes that carry this one: a library a package ships, a
     # package inside a container image. Accepting the carrier accepts this change with it.
     part_of: tuple[tuple[str, str], ...] = ()
+    # Keys of the changes this one explains as a whole and heads (an image moved under its
+    # reference: the packages inside it). Ranked above the first of them; accepting it
+    # accepts them.
+    carries: tuple[tuple[str, str], ...] = ()
+    # An observed effect, not a cause: a server that stopped, new errors in its log, a probe
+    # that now fails, changed canary answers, a slower GPU. A report heads with it; the
+    # changes that can cause it are ranked under it (explain/rank.py).
+    symptom: bool = False
+    # What the evidence names (a symptom's SONAMEs, symbols, modules, paths, env names), for
+    # pulling up the changes it points at; more than the explanation's own words.
+    mentions: tuple[str, ...] = ()
+    # A symptom's likely causes by kind, when its text names none: ``category`` or
+    # ``category:item`` globs (a changed canary answer pulls ``package:flashinfer*``, ``cuda``).
+    pulls: tuple[str, ...] = ()
+    # Rank hints set by explain/, never printed as such: how strongly the symptom's evidence
+    # names this change (explain/evidence.py), and whether the server provably never touches
+    # it (explain/touch.py).
+    tie: int = 0
+    untouched: bool = False
 
     @property
     def shown_item(self) -> str:
@@ -122,6 +141,7 @@ class Change:
             "waiver": self.waiver.to_json() if self.waiver else None,
             "lapsed": self.lapsed or None,
             "rule": self.rule or None,
+            "role": "symptom" if self.symptom else "cause",
         }
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from driftwatch.facts import fmt
 from driftwatch.diff.change import Change, Severity
 from driftwatch.diff.context import DiffContext
-from driftwatch.facts.read import Facts, as_dict
+from driftwatch.facts.read import Facts, as_dict, normalize_name
 from driftwatch.diff.versions import step
 
 # Why a change to a well-known package matters, in one clause.
@@ -53,7 +54,42 @@ def describe_distribution(
     # Broken requirements are the rules' findings (rules/requirements.py), said on this line
     # by explain/known_bad.py when this change produced them.
     text = base + (": " + hint if hint else "")
+    if old is not None and new is not None and not context:
+        text += pulled_in_by(name, old_all, new_all, new)
     return Change("package", name, old_v, new_v, severity, text, magnitude=magnitude, focus=focus, context=context)
+
+
+# One pip run writes every distribution it installs within seconds of each other.
+SAME_INSTALL_S = 120.0
+
+
+def pulled_in_by(name: str, old_all: Facts, new_all: Facts, new: Facts) -> str:
+    """``; installed with vllm 0.9.0 → 0.10.1, whose requirement torch==2.8.0 pulled it in``:
+    a package that moved in the same install as another that changed and requires it moved
+    as a dependency, not because anyone named it. Empty when no such requirer exists."""
+    at = fmt.number(new.get("installed_at"))
+    if at is None:
+        return ""
+    for other, facts in sorted(new_all.items()):
+        facts, before = as_dict(facts), as_dict(old_all.get(other))
+        other_at = fmt.number(facts.get("installed_at"))
+        if other == name or not before or before == facts or other_at is None or abs(other_at - at) > SAME_INSTALL_S:
+            continue
+        wanted = _requirement_on(name, facts.get("requires"))
+        if wanted:
+            moved = (f"{fmt.value(before.get('version'))} → {fmt.value(facts.get('version'))}"
+                    if before.get("version") != facts.get("version") else f"{fmt.value(facts.get('version'))} reinstalled")
+            return f"; installed with {other} {moved}, whose requirement {wanted} pulled it in"
+    return ""
+
+
+def _requirement_on(name: str, requires: Any) -> str:
+    for text in requires if isinstance(requires, list) else []:
+        spelled = str(text).split(";", 1)[0].strip()
+        head = re.split(r"[\s\[<>=!~(]", spelled, maxsplit=1)[0]
+        if head and normalize_name(head) == name:
+            return spelled
+    return ""
 
 
 def identical_reinstall(old: Facts, new: Facts) -> bool:

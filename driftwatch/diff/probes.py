@@ -49,6 +49,9 @@ def diff_probe(name: str, old: ProbeRecord | None, new: ProbeRecord | None) -> C
         new=new_status.value if new_status is not None else None,
         severity=severity,
         explanation=explanation,
+        # A probe that ran and now fails is what broke (nvidia-smi erroring after a driver
+        # update), not why: its error text points at the cause.
+        symptom=old_status is ProbeStatus.ok and new_status in FAILED,
     )
 
 

@@ -31,7 +31,8 @@ def diff_processes(old: Facts, new: Facts, ctx: DiffContext) -> list[Change]:
     changes: list[Change] = []
     before, after = as_dict(old.get("servers")), as_dict(new.get("servers"))
     for key in sorted(before.keys() - after.keys()):
-        changes.append(Change("process", key, "running", None, Severity.high, f"server {key} is no longer running"))
+        changes.append(Change("process", key, "running", None, Severity.high, f"server {key} is no longer running",
+                              symptom=True))
     for key in sorted(after.keys() - before.keys()):
         changes.append(Change("process", key, None, "running", Severity.medium, f"server {key} is running (not in the good run)"))
     for key in sorted(before.keys() & after.keys()):
@@ -92,7 +93,7 @@ def diff_logs(old: Facts, new: Facts, ctx: DiffContext) -> list[Change]:
             # What the log says instead, as show prints it: "not ready: kv-budget error (8×): …".
             state = summarize_log(n)[-1] if n.get("kind") else "not ready"
             changes.append(Change("log", where, True, False, Severity.high,
-                                  f"the server in {where} no longer reaches 'ready' ({_plain(state)})"))
+                                  f"the server in {where} no longer reaches 'ready' ({_plain(state)})", symptom=True))
         changes += _kv_cache(where, o, n)
         changes += _version(where, o, n)
         if (o.get("nccl_versions") or []) != (n.get("nccl_versions") or []) and o.get("nccl_versions"):
@@ -134,9 +135,15 @@ def _errors(where: str, old: Any, new: Any) -> list[Change]:
         order = cause_rank(kind)
         changes.append(Change("log", f"{where}: {kind}" + (f" ({detail})" if detail and detail != kind else ""), None,
                               error.get("message"), Severity.high,
-                              f"new {kind} error in {where}{ranks}: {fmt.value(error.get('message'))}",
-                              magnitude=float(len(CAUSE_ORDER) - order)))
+                              f"new {kind} error in {where}{ranks}: {fmt.ends(error.get('message'))}",
+                              magnitude=float(len(CAUSE_ORDER) - order), symptom=True, mentions=_mentions(error)))
     return changes
+
+
+def _mentions(error: Facts) -> tuple[str, ...]:
+    """The names the log parser found in an error (libraries, modules, paths, env, error names)."""
+    found = as_dict(error.get("mentions"))
+    return tuple(str(name) for names in found.values() if isinstance(names, list) for name in names)
 
 
 def _version(where: str, old: Facts, new: Facts) -> list[Change]:
@@ -156,7 +163,7 @@ def _kv_cache(where: str, old: Facts, new: Facts) -> list[Change]:
     max_len = new.get("max_seq_len")
     if isinstance(max_len, int) and n < max_len:
         text += f"; {n:,.0f} tokens < max seq len {max_len:,}: one full-length request does not fit"
-    return [Change("log", f"{where}: kv cache", o, n, Severity.medium, text, magnitude=(o - n) / o)]
+    return [Change("log", f"{where}: kv cache", o, n, Severity.medium, text, magnitude=(o - n) / o, symptom=True)]
 
 
 def _kv_tokens(log: Facts) -> float | None:

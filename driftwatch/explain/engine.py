@@ -16,6 +16,7 @@ from driftwatch.explain.known_bad import apply_findings, said_once
 from driftwatch.explain.rank import rank_changes
 from driftwatch.explain.result import DiffResult
 from driftwatch.explain.summary import summarize
+from driftwatch.explain.symptoms import relate
 from driftwatch.model import ProbeStatus, Snapshot
 from driftwatch.rules.finding import Diagnosis, Finding
 from driftwatch.rules.host import RuleOptions
@@ -35,7 +36,7 @@ def diff_snapshots(old: Snapshot, new: Snapshot, *, options: DiffOptions | None 
         rule_options = RuleOptions(focus=ctx.focus, version_rules=tuple(ctx.options.version_rules))
         after = diagnose(new, rule_options)
         changes, found = apply_findings(changes, diagnose(old, rule_options), after, (old, new))
-    ranked = said_once(rank_changes(changes), after.findings if after is not None else [])
+    ranked = said_once(rank_changes(relate(changes, new)), after.findings if after is not None else [])
     summary = summarize(ranked, old, new, ctx.different_hosts)
     summary["known_bad"] = len([f for f in found if f.severity is not Severity.info])
     return DiffResult(changes=ranked, summary=summary, findings=found, after=after)

@@ -27,6 +27,8 @@ def tally(changes: list[Change]) -> dict[str, Any]:
     cause are about drift: context findings change nothing that runs, and accepted or
     ignored ones were decided on, so none of them count (nor alert, nor set the exit code)."""
     drift = [change for change in changes if change.drift]
+    causes = [change for change in drift if not change.symptom]
+    symptoms = [change for change in drift if change.symptom]
     counts = {s.value: 0 for s in Severity}
     for change in drift:
         counts[change.severity.value] += 1
@@ -37,7 +39,9 @@ def tally(changes: list[Change]) -> dict[str, Any]:
         "context": statuses.count("context"),
         "accepted": statuses.count("accepted"),
         "ignored": statuses.count("ignored"),
-        "most_likely_cause": drift[0].cause if drift else None,
+        # The cause under the symptom; with only symptoms, no recorded change explains them.
+        "most_likely_cause": causes[0].cause if causes else None,
+        "symptom": symptoms[0].cause if symptoms else None,
     }
 
 

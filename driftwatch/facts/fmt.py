@@ -58,6 +58,17 @@ def value(v: Any) -> str:
     return text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 1] + "…"
 
 
+def ends(v: Any, width: int = 140) -> str:
+    """An error message for a sentence: its start and its end, where the specific part is
+    (``ImportError: /venv/…/libtorch_cuda.so: undefined symbol: __nvJitLinkComplete_12_4, version
+    libnvJitLink.so.12`` keeps the symbol and the library)."""
+    text = " ".join(("(none)" if v is None else str(v)).split())
+    if len(text) <= width:
+        return text
+    head = width // 3
+    return text[:head].rstrip() + " … " + text[len(text) - (width - head - 3):].lstrip()
+
+
 def number(v: Any) -> float | None:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None

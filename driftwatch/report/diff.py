@@ -40,7 +40,11 @@ def headline(result: DiffResult) -> str:
             text += f", but a new known-bad state{more}: {first.why}"
         return text
     noun = "change" if summary["total"] == 1 else "changes"
-    return f"{summary['total']} {noun}; most likely cause: {summary['most_likely_cause']}"
+    cause = summary.get("most_likely_cause")
+    if summary.get("symptom"):  # what broke first, then why
+        why = f"most likely cause: {cause}" if cause else "no recorded change explains it"
+        return f"{summary['symptom']}; {why} ({summary['total']} {noun})"
+    return f"{summary['total']} {noun}; most likely cause: {cause}"
 
 
 def note(change: Change) -> str:
@@ -86,6 +90,7 @@ def _side(side: dict[str, Any]) -> str:
     return f"{side['host']} {side['taken_at'][:19].replace('T', ' ')}{labels}"
 
 
+SYMPTOMS_TITLE = "OBSERVED: what broke (the causes follow, most likely first)"
 CONTEXT_TITLE = "CONTEXT: changes nothing that runs"
 ACCEPTED_TITLE = "ACCEPTED: known, not drift"
 IGNORED_TITLE = "IGNORED by the config"
@@ -99,9 +104,11 @@ def groups(
     the context (unless folded), and (when asked) the ignored."""
     by_severity: dict[Severity, list[Change]] = {}
     for change in changes:
-        if change.drift:
+        if change.drift and not change.symptom:
             by_severity.setdefault(change.severity, []).append(change)
-    found = [
+    symptoms = [change for change in changes if change.drift and change.symptom]
+    found = [(SYMPTOMS_TITLE, "bold magenta", symptoms)] if symptoms else []
+    found += [
         (severity.value.upper(), SEVERITY_STYLE[severity], members)
         for severity, members in sorted(by_severity.items(), key=lambda item: -item[0].rank)
     ]

@@ -53,12 +53,15 @@ def triage(
 
 
 def carried(changes: list[Change]) -> list[Change]:
-    """A change that is part of another (a library its package ships) is decided with it:
-    accepting the package accepts the library the server maps from it."""
+    """A change that is part of another (a library its package ships), or that another carries
+    (a package inside an image), is decided with it: accepting the package accepts the
+    library the server maps from it; accepting the image, the packages inside it."""
     waivers = {(c.category, str(c.item)): c.waiver for c in changes if c.waiver is not None}
+    carried_by = {part: (c.category, str(c.item)) for c in changes if c.waiver is not None for part in c.carries}
     out = []
     for change in changes:
-        carrier = next((key for key in change.part_of if key in waivers), None) if change.drift else None
+        key = (change.category, str(change.item))
+        carrier = next((k for k in (*change.part_of, carried_by.get(key)) if k in waivers), None) if change.drift else None
         if carrier is None:
             out.append(change)
             continue

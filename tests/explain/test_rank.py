@@ -40,9 +40,10 @@ def test_mixed_scenario_ranking() -> None:
         ("high", "nccl", "nvidia-nccl-cu12"),
         ("high", "gpu-process", f"{GPU0}:10291"),
         ("high", "git", "~/sglang"),
-        ("high", "probe", "logs"),
         ("medium", "package", "flashinfer-python"),
         ("low", "package", "numpy"),
+        # A probe that now fails is a symptom: the report heads with it, the causes rank above it.
+        ("high", "probe", "logs"),
         ("info", "file", f"{SRT}/server_args.py"),
     ]
 
@@ -92,6 +93,7 @@ def test_summary() -> None:
         "waiver",  # who accepted it or which rule ignores it, and why
         "lapsed",  # why an accepted or ignored change counts again
         "rule",  # the rule of a known-bad state's line of its own
+        "role",  # cause, or symptom: what broke, which the causes explain
     }
     assert as_json["changes"][0]["status"] == "drift" and as_json["changes"][0]["waiver"] is None
 

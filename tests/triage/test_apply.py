@@ -70,3 +70,11 @@ def test_an_open_known_bad_state_is_named_in_the_headline_even_without_drift() -
         "no drift (1 context finding that changes nothing), but a new known-bad state: "
         "flashinfer's JIT cache predates its reinstall"
     )
+
+
+def test_accepting_an_image_accepts_the_packages_it_carries() -> None:
+    inner = Change("package", "sgl-kernel", "0.3.16", "0.3.17", Severity.high, "sgl-kernel 0.3.16 → 0.3.17")
+    image = Change("process", "image lmsysorg/sglang:latest", "sha256:59ef", "sha256:cc75", Severity.high, "image moved",
+                   carries=(("package", "sgl-kernel"),))
+    decided = accept(DiffResult(changes=[image, inner], summary={}), ["image*"])
+    assert {c.item: c.status for c in decided.changes} == {"image lmsysorg/sglang:latest": "accepted", "sgl-kernel": "accepted"}

@@ -15,7 +15,7 @@ from driftwatch.report.html.page import extra_fields, extra_sections, render, va
 # Change.to_json's keys this page lays out; any other (a field a later feature adds) is
 # listed under the change's explanation rather than dropped.
 CHANGE_KEYS = frozenset({
-    "category", "item", "old", "new", "severity", "explanation", "drift", "status", "waiver", "lapsed",
+    "category", "item", "old", "new", "severity", "explanation", "drift", "status", "waiver", "lapsed", "role",
 })
 RESULT_KEYS = frozenset({"changes", "summary"})
 

@@ -1,0 +1,47 @@
+"""Tie the changes to the symptoms they can explain, before ranking.
+
+Each cause gets its rank hints from the snapshot pair: how strongly the symptoms' evidence
+names it (``tie``) and whether the server provably never touches it (``untouched``). A cause
+the new error names says so in its line: that is observed, not guessed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from driftwatch.diff.change import Change
+from driftwatch.explain.evidence import match_weight, names_in, pulled
+from driftwatch.explain.touch import touched_packages, untouched
+from driftwatch.model import Snapshot
+
+NAMED = 2  # a tie at least this strong is said in the cause's line
+
+
+def relate(changes: list[Change], new: Snapshot) -> list[Change]:
+    symptoms = [c for c in changes if c.symptom and c.drift]
+    names: dict[str, int] = {}
+    for symptom in symptoms:
+        for name, weight in names_in(evidence_text(symptom), symptom.mentions).items():
+            names[name] = max(names.get(name, 0), weight)
+    pulls = [pattern for symptom in symptoms for pattern in symptom.pulls]
+    touched = touched_packages(new)
+    out = []
+    for change in changes:
+        if change.symptom:
+            out.append(change)
+            continue
+        weight, which = match_weight(change, names) if names and change.drift else (0, "")
+        if not weight and change.drift and pulled(change, pulls):
+            weight = 1
+        text = change.explanation
+        if weight >= NAMED:
+            text += f" — the new error names {which}"
+        out.append(replace(change, tie=weight, untouched=untouched(change, touched), explanation=text))
+    return out
+
+
+def evidence_text(symptom: Change) -> str:
+    """What the symptom observed: a logged message (its new value), else its line."""
+    if isinstance(symptom.new, str) and len(symptom.new) > 20:
+        return symptom.new
+    return symptom.explanation

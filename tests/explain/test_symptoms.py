@@ -1,0 +1,124 @@
+"""Symptoms are not causes: what broke heads the report, and the change its evidence names
+ranks first among the causes, above decoys and known-bad notes that hold anyway."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from driftwatch.diff import Change, Severity
+from driftwatch.explain import diff_snapshots
+from driftwatch.explain.evidence import match_weight, names_in
+from driftwatch.explain.rank import rank_changes
+from driftwatch.report.diff import headline
+from tests.diff.builders import GPU1, SRT, baseline, dist, dists, make_snapshot
+from tests.rules.builders import SGLANG, logs, processes, server
+
+Facts = dict[str, Any]
+STARTED = "[2026-02-25 10:00:00] server_args=ServerArgs(model_path='/models/x', tp_size=1, mem_fraction_static=0.88)\n"
+NVJITLINK = (
+    "Traceback (most recent call last):\n"
+    '  File "/venv/lib/python3.12/site-packages/sglang/launch_server.py", line 5, in <module>\n'
+    "ImportError: /venv/lib/python3.12/site-packages/torch/lib/libtorch_cuda.so: undefined symbol: "
+    "__nvJitLinkComplete_12_4, version libnvJitLink.so.12\n"
+)
+
+
+def good() -> Facts:
+    facts = baseline()
+    dists(facts)["nvidia-nvjitlink-cu12"] = dist("nvidia-nvjitlink-cu12", "12.8.93")
+    dists(facts)["jupyterlab"] = dist("jupyterlab", "4.2.0")
+    facts["processes"] = processes(server(*SGLANG, "--tp", "1", env={"NCCL_DEBUG": "INFO"}))
+    facts["logs"] = logs(STARTED)
+    return facts
+
+
+def decoys(facts: Facts) -> None:
+    """Innocent changes beside the cause: a notebook upgrade, a debug switch, a touched file,
+    a notebook holding memory on another GPU."""
+    dists(facts)["jupyterlab"]["version"] = "4.3.0"
+    facts["processes"]["servers"]["sglang.launch_server"]["env"]["NCCL_DEBUG"] = "WARN"
+    facts["files"]["files"][f"{SRT}/server_args.py"]["mtime"] += 3600
+    facts["gpu"]["processes"][f"{GPU1}:5555"] = {"gpu_uuid": GPU1, "pid": 5555, "name": "/usr/bin/jupyter", "used_mib": 3072}
+
+
+def broke(facts: Facts, log: str) -> None:
+    facts["processes"]["servers"] = {}  # the server no longer starts
+    facts["logs"] = logs(STARTED + log)
+
+
+def test_the_error_names_its_cause_and_the_symptom_heads_the_report() -> None:
+    new = good()
+    decoys(new)
+    dists(new)["nvidia-nvjitlink-cu12"]["version"] = "12.1.105"  # an older nvJitLink under the same torch
+    broke(new, NVJITLINK)
+    result = diff_snapshots(make_snapshot(**good()), make_snapshot(minutes=60, **new))
+    causes = [c for c in result.drift_changes if not c.symptom]
+    assert causes[0].item == "nvidia-nvjitlink-cu12", [c.explanation for c in causes[:3]]
+    assert causes[0].explanation.endswith("the new error names nvjitlink")
+    assert result.summary["most_likely_cause"] == causes[0].cause
+    assert result.summary["symptom"].startswith("new other error in /data/logs/server.log: ImportError: ")
+    assert result.summary["symptom"].endswith("undefined symbol: __nvJitLinkComplete_12_4, version libnvJitLink.so.12")
+    top = headline(result)
+    assert top.startswith("new ") and "; most likely cause: nvidia-nvjitlink-cu12 12.8.93 → 12.1.105" in top
+    # Symptoms are listed after the causes, marked as such; the server that stopped is one.
+    symptoms = [c for c in result.drift_changes if c.symptom]
+    assert {c.category for c in symptoms} == {"log", "process"}
+    assert result.changes.index(symptoms[0]) > result.changes.index(causes[-1])
+    assert all(change.to_json()["role"] == "symptom" for change in symptoms)
+
+
+def test_a_stopped_server_with_nothing_named_is_not_the_cause() -> None:
+    new = good()
+    dists(new)["torch"]["version"] = "2.9.0+cu128"
+    new["processes"]["servers"] = {}
+    result = diff_snapshots(make_snapshot(**good()), make_snapshot(minutes=60, **new))
+    assert result.summary["symptom"] == "server sglang.launch_server is no longer running"
+    assert result.summary["most_likely_cause"].startswith("torch 2.8.0+cu128 → 2.9.0+cu128")
+
+
+def test_only_a_symptom_says_nothing_recorded_explains_it() -> None:
+    new = good()
+    new["processes"]["servers"] = {}
+    result = diff_snapshots(make_snapshot(**good()), make_snapshot(minutes=60, **new))
+    assert result.summary["most_likely_cause"] is None
+    assert headline(result) == "server sglang.launch_server is no longer running; no recorded change explains it (1 change)"
+
+
+def test_a_package_the_server_never_imports_ranks_below_one_it_does() -> None:
+    # jupyterlab is in no engine's requirement closure and maps no library; numpy is sglang's.
+    new = good()
+    dists(new)["jupyterlab"]["version"] = "5.0.0"  # major: high
+    dists(new)["numpy"]["version"] = "2.1.4"  # minor
+    result = diff_snapshots(make_snapshot(**good()), make_snapshot(minutes=60, **new))
+    order = [c.item for c in result.drift_changes]
+    assert order.index("numpy") < order.index("jupyterlab"), [c.explanation for c in result.drift_changes]
+    assert [c.untouched for c in result.drift_changes if c.item == "jupyterlab"] == [True]
+
+
+def test_names_of_an_undefined_symbol_error_weigh_the_specific_above_the_plain() -> None:
+    names = names_in(NVJITLINK)
+    assert names["nvjitlink"] == 3 and names["nvjitlinkcomplete124"] == 3
+    assert names["torch"] == 3  # the module whose file raised
+    assert "error" not in names and "undefined" not in names
+    change = Change("package", "nvidia-nvjitlink-cu12", "12.8.93", "12.1.105", Severity.medium, "")
+    assert match_weight(change, names) == (3, "nvjitlink")
+    assert match_weight(Change("package", "jupyterlab", "4", "5", Severity.high, ""), names) == (0, "")
+
+
+def test_a_carrier_ranks_above_what_it_carries() -> None:
+    inner = Change("package", "sgl-kernel", "0.3.16", "0.3.17", Severity.high, "inner", tie=3)
+    image = Change("image", "lmsysorg/sglang:latest", "sha256:59ef", "sha256:cc75", Severity.medium, "image",
+                   carries=(("package", "sgl-kernel"),))
+    other = Change("env", "X", None, "1", Severity.high, "other", tie=1)
+    assert [c.item for c in rank_changes([other, image, inner])] == ["lmsysorg/sglang:latest", "sgl-kernel", "X"]
+
+
+def test_a_package_installed_with_another_that_requires_it_says_it_was_pulled_in() -> None:
+    old, new = good(), good()
+    for name, version in (("flashinfer-python", "0.5.0"), ("torch", "2.9.0+cu128")):
+        dists(new)[name]["version"] = version
+        dists(new)[name]["installed_at"] += 86400
+    dists(new)["flashinfer-python"]["requires"] = ["torch==2.9.0", "numpy"]
+    result = diff_snapshots(make_snapshot(**old), make_snapshot(minutes=60, **new))
+    [torch] = [c for c in result.changes if c.item == "torch"]
+    assert "installed with flashinfer-python 0.4.1 → 0.5.0, whose requirement torch==2.9.0 pulled it in" in torch.explanation
