@@ -26,6 +26,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from driftwatch.probes.container_identity import identify
 from driftwatch.probes.base import Facts, ProbeContext, ProbeError, collect_json
 from driftwatch.probes.cuda import NCCL_DIRS
 from driftwatch.probes.processes import keyed_servers, server_walk
@@ -124,6 +125,9 @@ def _walk(ctx: ProbeContext) -> tuple[dict[str, Any], str | None]:
     servers = {
         key: {"pid": raw.get("pid"), "mapped": raw.get("mapped") or {}}
         for key, raw in keyed_servers(report).items()
+        # A container's paths name files in its image, not on the host: the containers
+        # probe reads them through the container's own root.
+        if identify(raw.get("context")) is None
     }
     return servers, None
 

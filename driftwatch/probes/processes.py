@@ -22,6 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from driftwatch.launchargs import parse_launch_args
+from driftwatch.probes.container_identity import identify, label
+from driftwatch.probes.server_limits import THREAD_ENV
 from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeSkipped, collect_json
 from driftwatch.probes.locations import LOCATION_ENV
 from driftwatch.redact import (
@@ -51,6 +53,12 @@ MAX_READ_BYTES = 4 * 1024 * 1024  # per cmdline/environ/maps read
 # libraries probe, except per-kernel objects of JIT caches: many, churning, meaning nothing.
 MAPPED_EXCLUDE = ["/.triton/cache/", "/torchinductor_"]
 MAX_MAPPED = 2048  # per process
+# Read from each server's environment whatever [watch] env says: how many threads OpenMP and
+# the BLAS libraries start (torch's intra-op pool follows OMP_NUM_THREADS).
+MAX_SHM_SEGMENTS = 256
+# Where a containerised server's interpreter and libraries come from (never stored: the
+# containers probe uses them to find the python it runs).
+INTERPRETER_ENV = ["PATH", "HOME", "PYTHONHOME", "PYTHONPATH", "PYTHONNOUSERSITE", "PYTHONUSERBASE", "LD_LIBRARY_PATH"]
 
 
 
@@ -74,8 +82,10 @@ def _port(args: dict[str, Any]) -> str | None:
 
 
 def server_keys(servers: list[dict[str, Any]]) -> list[str]:
-    """Keys stable across restarts (pids are not): the entry point alone when it is unique,
-    else ``entry:port``, else ``entry#n`` in pid order. ``servers`` is in pid order."""
+    """Keys stable across restarts (pids are not), by what a server is: the entry point
+    alone when it is unique, else ``entry@container`` (two containers may both listen on
+    30000 in their own network namespaces), else ``entry:port``, else ``entry:model``, and
+    only for servers alike in all of these ``entry#n`` in pid order. ``servers`` is in pid order."""
     bases = [s["entry"] or s["pattern"] for s in servers]
     keys: list[str] = []
     for base, server in zip(bases, servers, strict=True):
@@ -83,12 +93,23 @@ def server_keys(servers: list[dict[str, Any]]) -> list[str]:
         if len(group) == 1:
             keys.append(base)
             continue
-        port = _port(server["args"])
-        if port is not None and sum(_port(s["args"]) == port for s in group) == 1:
-            keys.append(f"{base}:{port}")
+        for sep, identity in (("@", _container), (":", lambda s: _port(s["args"])), (":", _model)):
+            mine = identity(server)
+            if mine is not None and sum(identity(s) == mine for s in group) == 1:
+                keys.append(f"{base}{sep}{mine}")
+                break
         else:
             keys.append(f"{base}#{next(i for i, s in enumerate(group, 1) if s is server)}")
     return keys
+
+
+def _container(server: dict[str, Any]) -> str | None:
+    return server.get("container")
+
+
+def _model(server: dict[str, Any]) -> str | None:
+    model = server.get("model")
+    return model if isinstance(model, str) and model else None
 
 
 def server_facts(raw: dict[str, Any]) -> dict[str, Any]:
@@ -96,7 +117,9 @@ def server_facts(raw: dict[str, Any]) -> dict[str, Any]:
     argv = redact_argv([str(word) for word in raw.get("argv") or []])
     launch = parse_launch_args(argv)
     env = raw.get("env")
+    container = label(identify(raw.get("context")))
     return {
+        **({"container": container} if container else {}),  # a host's own server: no key at all
         "kind": launch["kind"],
         "entry": launch["entry"],
         "model": launch["model"],
@@ -125,8 +148,8 @@ def build_facts(processes: dict[str, Any], login: dict[str, Any]) -> Facts:
     }
 
 
-def _run_json(ctx: ProbeContext, script_name: str, request: dict[str, Any]) -> dict[str, Any]:
-    return collect_json(ctx, script_name, request, what="processes", keys=())
+def _run_json(ctx: ProbeContext, script_name: str, request: dict[str, Any], preludes: tuple[str, ...] = ()) -> dict[str, Any]:
+    return collect_json(ctx, script_name, request, what="processes", keys=(), preludes=preludes)
 
 
 def observed(ctx: ProbeContext, max_processes: int = MAX_PROCESSES) -> Facts:
@@ -174,6 +197,11 @@ def walk_request(ctx: ProbeContext, max_processes: int = MAX_PROCESSES) -> dict[
         "max_mapped": MAX_MAPPED,
         "max_processes": max_processes,
         "max_bytes": MAX_READ_BYTES,
+        # The context of each server (scripts/process_context.py): its limits, cgroup,
+        # /dev/shm and, in a container, who runs it; the containers probe reads it.
+        "context": True,
+        "context_env": [*THREAD_ENV, *INTERPRETER_ENV],
+        "max_shm_segments": MAX_SHM_SEGMENTS,
     }
 
 
@@ -185,7 +213,7 @@ def server_walk(ctx: ProbeContext, max_processes: int = MAX_PROCESSES) -> dict[s
     if not request["patterns"]:
         return {"processes": [], "truncated": False}
     key = ("processes_walk", json.dumps(request, sort_keys=True))
-    return ctx.shared.once(key, lambda: _run_json(ctx, "processes_collect.py", request))
+    return ctx.shared.once(key, lambda: _run_json(ctx, "processes_collect.py", request, ("process_context.py",)))
 
 
 def keyed_servers(report: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -79,7 +79,12 @@ def extract_report(text: str) -> dict[str, Any]:
 
 def parse_python_report(text: str) -> dict[str, Any]:
     """One interpreter's entry of the facts from the collector's stdout."""
-    data = extract_report(text)
+    return python_entry(extract_report(text))
+
+
+def python_entry(data: dict[str, Any]) -> dict[str, Any]:
+    """One interpreter's entry of the facts from the collector's report (also the report
+    the containers probe gets for a container's interpreter)."""
     raw = data.get("distributions")
     if not isinstance(raw, dict):
         raise ProbeError("collector report has no distributions")

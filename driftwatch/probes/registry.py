@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from driftwatch.probes.base import Probe
 from driftwatch.probes.caches import CachesProbe
+from driftwatch.probes.containers import ContainersProbe
 from driftwatch.probes.cuda import CudaProbe
 from driftwatch.probes.driver import DriverProbe
 from driftwatch.probes.files import FilesProbe
@@ -33,5 +34,6 @@ DEFAULT_PROBES: dict[str, Probe] = {
         NcclConfProbe(),
         ModelsProbe(),
         LibrariesProbe(),
+        ContainersProbe(),
     )
 }

@@ -488,4 +488,5 @@ def main():
     json.dump(report, sys.stdout)
 
 
-main()
+if __name__ == "__main__":  # containers_collect.py runs this code in a namespace of its own
+    main()

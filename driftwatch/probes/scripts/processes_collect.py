@@ -16,6 +16,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # type checkers only; the annotations are strings: importing typing costs ~5 ms per start
     from typing import Dict, List, Optional
 
+    from driftwatch.probes.scripts.process_context import host_context, host_report, process_context  # noqa: TC004
+
 # A launcher that forks the real server (and lingers) is looked through, not recorded.
 WRAPPERS = {"sh", "bash", "dash", "zsh", "ksh", "timeout", "nohup", "env", "numactl", "taskset",
             "setsid", "stdbuf", "nice", "ionice", "chrt", "sudo", "su", "runuser", "script", "tmux",
@@ -146,7 +148,8 @@ def mappings(pid: int, request: "Dict") -> "tuple":
     return sorted(found)[: request.get("max_libraries", 512)], (mapped if limit else None)
 
 
-def describe(pid: int, pattern: str, argv: "List[str]", request: "Dict", btime: float, red: Redactor) -> "Optional[Dict]":
+def describe(pid: int, pattern: str, argv: "List[str]", request: "Dict", btime: float, red: Redactor,
+             host: "Optional[Dict]" = None) -> "Optional[Dict]":
     fields = stat_fields(pid)
     if not fields or len(fields) < 20:
         return None  # exited since its command line was read
@@ -161,6 +164,8 @@ def describe(pid: int, pattern: str, argv: "List[str]", request: "Dict", btime: 
     }
     if mapped is not None:
         entry["mapped"] = mapped
+    if host is not None:  # the prelude process_context.py, sent when the request asks for it
+        entry["context"] = process_context(pid, request, host)
     return entry
 
 
@@ -210,16 +215,19 @@ def main() -> None:
     found = matching(request, set([me] + ancestors(me)))
     kept = servers(found)
     btime = boot_time()
+    host = host_context() if request.get("context") else None
     processes: "List[Dict]" = []
     truncated = False
     for pid in kept:
         if len(processes) >= request["max_processes"]:
             truncated = True
             break
-        entry = describe(pid, found[pid][1], found[pid][0], request, btime, red)
+        entry = describe(pid, found[pid][1], found[pid][0], request, btime, red, host)
         if entry is not None:
             processes.append(entry)
     report = {"processes": processes, "truncated": truncated}
+    if host is not None:
+        report.update(host_report(host, processes))
     json.dump(report, sys.stdout)
 
 
