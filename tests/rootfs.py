@@ -12,6 +12,7 @@ no registry, no network. About 20 MB; built once per test session.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -114,7 +115,7 @@ def build_rootfs(root: Path, *, sgl_kernel: str = "0.3.16", work: Path | None = 
     site.mkdir(parents=True)
     if not (venv / "lib64").exists():
         (venv / "lib64").symlink_to("lib")
-    build_id = "".join(f"{ord(c):02x}" for c in sgl_kernel.ljust(20, "."))[:40]
+    build_id = hashlib.sha1(f"sgl-kernel {sgl_kernel}".encode()).hexdigest()
     library = build_library((work or root.parent) / f"common_ops-{sgl_kernel}.so", build_id)
     write_dist_info(site, "sgl_kernel", "sgl-kernel", sgl_kernel, [], {
         "sgl_kernel/__init__.py": "", "sgl_kernel/version.py": f'__version__ = "{sgl_kernel}"\n',
@@ -144,8 +145,6 @@ def image_tar(root: Path, out: Path) -> Path:
 def oci_archive(root: Path, out: Path, ref: str) -> Path:
     """``root`` as a one-layer OCI image archive named ``ref`` (what ``ctr images import``
     reads: an index.json, a manifest, a config and the layer, by their sha256)."""
-    import hashlib
-
     layer = io.BytesIO()
     with tarfile.open(fileobj=layer, mode="w") as archive:
         archive.add(root, arcname=".")

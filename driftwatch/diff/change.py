@@ -31,6 +31,7 @@ CATEGORIES = (
     "launch-arg",
     "log",
     "probe",
+    "container",
 )
 
 

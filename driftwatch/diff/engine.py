@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from driftwatch.diff import caches, cuda, driver, files, git, gpu, libraries, models, nccl_conf, packages, runtime, system
+from driftwatch.diff import (
+    caches, containers, cuda, driver, files, git, gpu, libraries, models, nccl_conf, packages, runtime, system,
+)
 from driftwatch.diff.change import Change, DiffOptions
 from driftwatch.diff.commits import fold_commits
 from driftwatch.diff.context import DiffContext
@@ -35,6 +37,7 @@ AREA_RULES: dict[str, tuple[Rule, frozenset[str]]] = {
     "nccl_conf": (nccl_conf.diff_nccl_conf, nccl_conf.KEYS),
     "models": (models.diff_models, models.KEYS),
     "libraries": (libraries.diff_libraries, libraries.KEYS),
+    "containers": (containers.diff_containers, containers.KEYS),
 }
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from driftwatch.facts import fmt
 from driftwatch.diff.change import Change, Severity
 from driftwatch.diff.context import DiffContext
+from driftwatch.diff.servers import match_servers
 from driftwatch.facts.read import Facts, as_dict
 from driftwatch.logparse.errors import CAUSE_ORDER, cause_rank
 from driftwatch.logparse.headline import ENGINE_NAMES, summarize_log
@@ -30,13 +31,15 @@ KV_SHRINK = 0.10
 def diff_processes(old: Facts, new: Facts, ctx: DiffContext) -> list[Change]:
     changes: list[Change] = []
     before, after = as_dict(old.get("servers")), as_dict(new.get("servers"))
-    for key in sorted(before.keys() - after.keys()):
+    # Paired by key, then by what they serve (diff/servers.py): never crosswise.
+    pairs = match_servers(before, after)
+    for key in sorted(before.keys() - {o for o, _ in pairs}):
         changes.append(Change("process", key, "running", None, Severity.high, f"server {key} is no longer running",
                               symptom=True))
-    for key in sorted(after.keys() - before.keys()):
+    for key in sorted(after.keys() - {n for _, n in pairs}):
         changes.append(Change("process", key, None, "running", Severity.medium, f"server {key} is running (not in the good run)"))
-    for key in sorted(before.keys() & after.keys()):
-        o, n = as_dict(before[key]), as_dict(after[key])
+    for old_key, key in pairs:
+        o, n = as_dict(before[old_key]), as_dict(after[key])
         changes += _env(f"{key} env", o.get("env"), n.get("env"))
         changes += _libraries(key, o.get("libraries"), n.get("libraries"))
     changes += _env("login shell env", old.get("login_env"), new.get("login_env"))
