@@ -131,6 +131,8 @@ def parse_kernel(raw: Any) -> dict[str, Any]:
     values = raw if isinstance(raw, dict) else {}
     numa = values.get("numa_balancing")
     out: dict[str, Any] = {"numa_balancing": int(numa) if isinstance(numa, str) and numa.isdigit() else None}
+    devices = values.get("rdma_devices")
+    out["rdma_devices"] = [str(d) for d in devices] if isinstance(devices, list) else None
     for key in ("thp_enabled", "thp_defrag"):
         match = _THP.search(str(values.get(key) or ""))
         out[key] = match.group(1) if match else None

@@ -15,6 +15,7 @@ from dataclasses import replace
 from driftwatch.model import Snapshot
 from driftwatch.rules import (
     caches,
+    containers,
     driver_cuda,
     driver_layers,
     gpu_state,
@@ -50,6 +51,10 @@ RULES: dict[str, Rule] = {
     "expandable-segments-custom-allreduce": settings.expandable_segments,
     **{rule: settings.switch_rule(rule) for rule in settings.SWITCHES},
     "nccl-debug-unset": settings.nccl_debug_unset,
+    # what the server runs under: its container's /dev/shm, CPU quota, memlock
+    "shm-too-small": containers.shm_too_small,
+    "cpu-limit-below-threads": containers.cpu_limit_below_threads,
+    "memlock-small-with-rdma": containers.memlock_small_with_rdma,
     # the GPUs
     "uncorrected-ecc": gpu_state.uncorrected_ecc,
     "pending-memory-repair": gpu_state.pending_memory_repair,

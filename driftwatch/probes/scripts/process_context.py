@@ -314,6 +314,10 @@ def host_context():
                       ("thp_defrag", "/sys/kernel/mm/transparent_hugepage/defrag")):
         value = _text(path, 4096)
         kernel[key] = value.strip() if value is not None else None
+    try:  # RDMA devices (InfiniBand, RoCE): the class exists once ib_core is loaded
+        kernel["rdma_devices"] = sorted(os.listdir("/sys/class/infiniband"))[:64]
+    except OSError as exc:
+        kernel["rdma_devices"] = [] if exc.errno == 2 else None
     return {"cgroup_mounts": cgroup_mounts(), "mnt_ns": ns, "kernel": kernel}
 
 
