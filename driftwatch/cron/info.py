@@ -18,6 +18,7 @@ from driftwatch.report.safe import clean
 
 INFO_LABELS = (
     "driver", "cuda", "torch", "nccl", "sglang", "sgl_kernel", "vllm", "flashinfer", "gpu_model", "gpu_count",
+    "image_id",
 )  # fmt: skip
 MAX_VALUE = 64
 
@@ -47,8 +48,11 @@ def info_labels(snapshot: Snapshot) -> dict[str, str]:
         "gpu_count": len(gpus) if "gpus" in gpu else None,
     }
     distributions = _distributions(snapshot)
+    inside = _container_distributions(snapshot)
     for label, names in PACKAGES.items():
-        values[label] = _first(as_dict(distributions.get(name)).get("version") for name in names)
+        values[label] = _first(as_dict(distributions.get(name)).get("version") for name in names) or _first(
+            as_dict(inside.get(name)).get("version") for name in names)
+    values["image_id"] = _joined(_short_image(s) for s in _containers(snapshot))
     return {label: _shown(values.get(label)) for label in INFO_LABELS}
 
 
@@ -59,6 +63,29 @@ def _distributions(snapshot: Snapshot) -> dict[str, Any]:
         for name, dist in as_dict(interpreter.get("distributions")).items():
             merged.setdefault(name, dist)
     return merged
+
+
+def _containers(snapshot: Snapshot) -> list[dict[str, Any]]:
+    servers = as_dict(ok_facts(snapshot, "containers").get("servers")).values()
+    return [as_dict(s) for s in servers if isinstance(as_dict(s).get("container"), dict)]
+
+
+def _container_distributions(snapshot: Snapshot) -> dict[str, Any]:
+    """What the containerised servers run, where the host's own interpreters have none of it."""
+    merged: dict[str, Any] = {}
+    for server in _containers(snapshot):
+        python = as_dict(server.get("python"))
+        for name, dist in as_dict(python.get("distributions")).items() if not python.get("error") else ():
+            merged.setdefault(name, dist)
+    return merged
+
+
+def _short_image(server: dict[str, Any]) -> str | None:
+    """An image id cut to 12 hex digits (as ``docker images`` prints it): low-churn, bounded."""
+    image_id = as_dict(as_dict(server.get("container")).get("image")).get("id")
+    if not isinstance(image_id, str):
+        return None
+    return image_id.rpartition(":")[2][:12] or None
 
 
 def _readable(per_interpreter: Any) -> list[dict[str, Any]]:

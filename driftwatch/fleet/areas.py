@@ -21,6 +21,7 @@ from driftwatch.fleet.facts import (
     is_focus,
     walk,
 )
+from driftwatch.fleet.containers import CONTAINER_AREAS
 from driftwatch.fleet.gpus import gpu_facts
 from driftwatch.fleet.libraries import LIBRARY_AREAS
 from driftwatch.fleet.runtime import RUNTIME_AREAS
@@ -151,6 +152,7 @@ AREAS: dict[str, Area] = {
     **RUNTIME_AREAS,
     **STACK_AREAS,
     **LIBRARY_AREAS,
+    **CONTAINER_AREAS,
 }
 
 # Areas whose facts name interpreters by the fleet's labels (``view.interpreters``, from

@@ -47,6 +47,7 @@ def sections(snapshot: Snapshot, focus: list[str] | None = None) -> list[Section
         _gpus(snapshot),
         _source(snapshot),
         _servers(snapshot),
+        _containers(snapshot, [normalize_name(n) for n in (focus or DEFAULT_FOCUS)]),
         _logs(snapshot),
         *_stack(snapshot),
     ]
@@ -198,6 +199,43 @@ def _servers(snapshot: Snapshot) -> Section:
         shown = [f"--{k.replace('_', '-')} {fmt.value(args[k])}" for k in KEY_ARGS if k in args and k not in ("model", "model_path")]
         section.rows.append([key, str(server.get("model") or "?"), " ".join(shown)])
     return section
+
+
+def _containers(snapshot: Snapshot, focus: list[str]) -> Section:
+    """Each containerised server: image, id, created, and the focus packages inside it;
+    and the limits of every server (its /dev/shm, CPU quota, memlock)."""
+    section = Section("Containers")
+    for key, entry in as_dict(_facts(snapshot, "containers").get("servers")).items():
+        server = as_dict(entry)
+        container = as_dict(server.get("container"))
+        shm, cgroup = as_dict(server.get("shm")), as_dict(server.get("cgroup"))
+        memlock = as_dict(as_dict(server.get("limits")).get("memlock")).get("soft")
+        limits = ", ".join(part for part in (
+            f"/dev/shm {fmt.size(shm['size'])}" if isinstance(shm.get("size"), int) else "",
+            f"CPU quota {cgroup['cpu_limit']:g}" if isinstance(cgroup.get("cpu_limit"), (int, float)) else "",
+            f"memlock {fmt.size(memlock) if isinstance(memlock, int) else memlock}" if memlock is not None else "",
+        ) if part)
+        if not container:
+            if limits:
+                section.rows.append([key, "on the host", limits])
+            continue
+        image = as_dict(container.get("image"))
+        created = str(image.get("created") or "")[:10]
+        ident = f"{container.get('runtime')} {container.get('label') or container.get('name')} ({str(container.get('id') or '')[:12]})"
+        what = f"{image.get('ref') or '?'} = {_image_id(image.get('id'))}" + (f", created {created}" if created else "")
+        section.rows.append([key, ident, what])
+        python = as_dict(server.get("python"))
+        dists = as_dict(python.get("distributions"))
+        inside = ", ".join(f"{name} {as_dict(dists[name]).get('version')}" for name in focus if name in dists)
+        section.rows.append(["", "inside", python.get("error") and f"unreadable: {python['error']}" or inside or "(no focus package)"])
+        if limits:
+            section.rows.append(["", "limits", limits])
+    return section
+
+
+def _image_id(image_id: Any) -> str:
+    text = str(image_id or "?")
+    return text if len(text) <= 19 else text[:19] + "…"
 
 
 def _logs(snapshot: Snapshot) -> Section:
