@@ -61,6 +61,7 @@ class Servers:
         self.root = root
         self.model = f"/models/dw-{uuid.uuid4().hex[:12]}"
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.started = 0
         (root / "pkg" / "sglang").mkdir(parents=True)
         (root / "pkg" / "sglang" / "__init__.py").write_text("")
         (root / "pkg" / "sglang" / "launch_server.py").write_text(STANDIN)
@@ -70,14 +71,16 @@ class Servers:
     def pattern(self) -> str:
         return f"sglang.launch_server --model-path {self.model}"
 
-    def start(self, *args: str, env: dict[str, str] | None = None, child: bool = False) -> subprocess.Popen[bytes]:
-        ready = self.root / f"ready{len(self.procs)}"
+    def start(self, *args: str, env: dict[str, str] | None = None, child: bool = False,
+              model: str = "") -> subprocess.Popen[bytes]:
+        ready = self.root / f"ready{self.started}"
+        self.started += 1
         ready.mkdir()
         full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(self.root / "pkg"),
                     "STANDIN_READY": str(ready), **(env or {})}
         if child:
             full_env["STANDIN_CHILD"] = "1"
-        argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", self.model, *args]
+        argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", self.model + model, *args]
         proc = subprocess.Popen(argv, env=full_env, cwd=self.root / "work", start_new_session=True)
         self.procs.append(proc)
         deadline = time.monotonic() + 20
@@ -212,6 +215,21 @@ def test_second_server_on_another_port_gets_another_key(servers: Servers) -> Non
     keyed = record(servers).facts["servers"]
     assert {key: s["volatile"]["pid"] for key, s in keyed.items()} == {
         "sglang.launch_server:30001": first.pid, "sglang.launch_server:30002": second.pid}
+
+
+def test_two_servers_keep_their_keys_across_a_restart_in_the_other_order(servers: Servers) -> None:
+    """Same entry point, no port: keyed by the model each serves, not by pid order (a
+    restart that starts them the other way round used to swap their keys and compare each
+    with the other's baseline)."""
+    servers.start(model="-a", env={"SGLANG_TAG": "a"})
+    servers.start(model="-b", env={"SGLANG_TAG": "b"})
+    before = {key: s["env"]["SGLANG_TAG"] for key, s in record(servers).facts["servers"].items()}
+    servers.stop()
+    servers.procs.clear()
+    servers.start(model="-b", env={"SGLANG_TAG": "b"})
+    servers.start(model="-a", env={"SGLANG_TAG": "a"})
+    after = {key: s["env"]["SGLANG_TAG"] for key, s in record(servers).facts["servers"].items()}
+    assert before == after == {f"sglang.launch_server:{servers.model}-a": "a", f"sglang.launch_server:{servers.model}-b": "b"}
 
 
 def test_keys_fall_back_to_pid_order_without_distinct_ports() -> None:

@@ -188,7 +188,8 @@ def _docker_state(bundle):
         return {"error": error or "not an object"}
     config = state.get("Config") if isinstance(state.get("Config"), dict) else {}
     run = state.get("State") if isinstance(state.get("State"), dict) else {}
-    host = state.get("HostConfig") if isinstance(state.get("HostConfig"), dict) else {}
+    host = _json_file(os.path.join(os.path.dirname(source), "hostconfig.json"))[0]
+    host = host if isinstance(host, dict) else {}
     out = dict((k, state.get(k)) for k in DOCKER_STATE)
     out.update(image_ref=config.get("Image"), started=run.get("StartedAt"), shm_size=host.get("ShmSize"),
                ipc_mode=host.get("IpcMode"), data_root=os.path.dirname(os.path.dirname(os.path.dirname(source))),
