@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from driftwatch.diff import fmt
+from driftwatch.facts import fmt
 from driftwatch.diff.change import Change, Severity
-from driftwatch.diff.context import DiffContext, Facts, as_dict
+from driftwatch.diff.context import DiffContext
+from driftwatch.facts.read import Facts, as_dict
 from driftwatch.diff.libraries import diff_libraries
 from driftwatch.diff.packages import diff_interpreter
 from driftwatch.diff.server_limits import diff_kernel, diff_limits

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from driftwatch.diff import fmt
+from driftwatch.facts import fmt
 from driftwatch.diff.change import Change, Severity
-from driftwatch.diff.context import Facts, as_dict
+from driftwatch.facts.read import Facts, as_dict
 
 # NCCL pins host memory for its proxies and for InfiniBand/RoCE registrations (memlock);
 # every connection and every shared-memory segment is a file descriptor (nofile).

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from driftwatch.diff.context import as_dict
+from driftwatch.facts.read import as_dict
 
 Identity = Callable[[dict[str, Any]], tuple[Any, ...] | None]
 

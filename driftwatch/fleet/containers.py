@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from driftwatch.diff.change import Severity
-from driftwatch.diff.context import as_dict
+from driftwatch.facts.read import as_dict
 from driftwatch.fleet.facts import Area, Fact, FactMap, HostView, freeze
 from driftwatch.fleet.runtime import SERVERS
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from driftwatch.diff import fmt
-from driftwatch.diff.context import Facts, as_dict
+from driftwatch.facts import fmt
+from driftwatch.facts.read import Facts, as_dict
 from driftwatch.rules.finding import Finding
 from driftwatch.rules.host import Host, Missing
 from driftwatch.severity import Severity

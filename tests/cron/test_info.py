@@ -43,7 +43,7 @@ def test_a_real_local_snapshot_gives_every_label(
     assert labels == {
         "driver": "590.48.01", "cuda": "12.8", "torch": "2.8.0+cu128", "nccl": "2.27.3",
         "sglang": "0.5.6", "sgl_kernel": "0.3.16.post4", "vllm": "", "flashinfer": "0.4.1",
-        "gpu_model": "NVIDIA H200", "gpu_count": "1",
+        "gpu_model": "NVIDIA H200", "gpu_count": "1", "image_id": "",
     }
 
 
@@ -84,3 +84,17 @@ def test_values_are_clean_bounded_and_the_labels_fixed(tmp_path: Path) -> None:
 
 def test_a_host_not_reached_has_no_info(tmp_path: Path) -> None:
     assert info_samples(write_textfile(tmp_path, "gpu01", snapshot=None, result=None)) == []
+
+
+def test_image_id_and_packages_of_containerised_servers() -> None:
+    def server(image_id: str, sgl_kernel: str) -> dict:
+        return {"container": {"image": {"ref": "lmsysorg/sglang:latest", "id": image_id}},
+                "python": {"error": None, "distributions": {"sgl-kernel": {"version": sgl_kernel}}}}
+
+    containers = {"servers": {"a": server("sha256:" + "c" * 64, "0.3.17"), "b": server("sha256:" + "c" * 64, "0.3.17"),
+                              "host": {"container": None}}, "kernel": {}}
+    labels = info_labels(snapshot(python=python(dists(torch="2.8.0")), containers=containers))
+    assert labels["image_id"] == "c" * 12  # one value for many containers of one image: bounded cardinality
+    assert labels["sgl_kernel"] == "0.3.17" and labels["torch"] == "2.8.0"  # the host's own interpreter first
+    containers["servers"]["b"] = server("d" * 64, "0.3.16")  # podman's ids have no sha256: prefix
+    assert info_labels(snapshot(containers=containers))["image_id"] == "c" * 12 + "," + "d" * 12

@@ -6,7 +6,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from driftwatch.diff import DiffOptions, diff_snapshots
+from driftwatch.diff import DiffOptions
+from driftwatch.explain import diff_snapshots
 from driftwatch.diff.servers import match_servers
 from tests.diff.builders import dist, make_snapshot
 
