@@ -57,7 +57,7 @@ def _short_ids(path: Any) -> str:
 
 
 def _cpus(value: Any) -> str:
-    return "no CPU limit" if value is None else f"{value:g} CPUs"
+    return "no CPU limit" if value is None else f"{value:g} CPU" + ("" if value == 1 else "s")
 
 
 def _cgroup(key: str, old: Facts, new: Facts) -> list[Change]:

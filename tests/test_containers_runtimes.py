@@ -1,0 +1,122 @@
+"""End to end against real runtimes: podman with runc, docker.io's dockerd, containerd's ctr
+with a Kubernetes-style container (tests/runtimes.py).
+
+For each runtime, two sleeping SGLang stand-ins run in containers of one image
+(``lmsysorg/sglang:latest`` built from this machine's Python, sgl-kernel 0.3.16 inside), both
+on port 30000 in their own network namespaces. ``snapshot`` records them; ``doctor`` names the
+64 MiB /dev/shm under ``--tp 8``. Then the reference moves to a rebuilt image (sgl-kernel
+0.3.17), and both containers are started again the other way round, one with another
+/dev/shm and CPU quota: ``diff`` leads the containers' changes with the image, names the
+sgl-kernel move inside it, lists the limits, and never compares the two servers crosswise.
+
+Hermetic: the watched pattern holds a model path unique to this session, so only these
+containers are seen. Where a runtime cannot start here the test skips, saying why.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from driftwatch.cli import main
+from tests.rootfs import build_rootfs, image_tar, oci_archive
+from tests.runtimes import RUNTIMES, Runtime, Unavailable
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+
+MiB = 1 << 20
+
+
+@pytest.fixture(scope="session")
+def images(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Path]]:
+    """The image before and after the move, as a plain tar and as an OCI archive (built once)."""
+    out: dict[str, dict[str, Path]] = {}
+    for version in ("0.3.16", "0.3.17"):
+        work = tmp_path_factory.mktemp(f"image-{version}")
+        root = build_rootfs(work / "root", sgl_kernel=version, work=work)
+        out[version] = {"tar": image_tar(root, work / "image.tar"),
+                        "oci": oci_archive(root, work / "oci.tar", "docker.io/lmsysorg/sglang:latest")}
+    return out
+
+
+@pytest.fixture(params=sorted(RUNTIMES))
+def runtime(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
+    try:
+        started = RUNTIMES[request.param](tmp_path_factory.mktemp(request.param))
+    except Unavailable as exc:
+        pytest.skip(f"SKIPPED LOUDLY: {request.param} cannot run containers here: {exc}")
+    try:
+        yield started
+    finally:
+        started.close()
+
+
+def image_of(runtime: Runtime, images: dict[str, dict[str, Path]], version: str) -> Path:
+    return images[version]["oci" if runtime.name == "containerd" else "tar"]
+
+
+def cli(*argv: str) -> int:
+    return main(list(argv))
+
+
+def test_image_moved_under_its_tag_limits_and_two_servers_across_a_restart(
+    runtime: Runtime, images: dict[str, dict[str, Path]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    tag = uuid.uuid4().hex[:10]
+    model = f"/models/dwc-{tag}"
+    (tmp_path / "driftwatch.toml").write_text(
+        f'store = "{tmp_path}/store"\nlocal_name = "node"\ntimeout = 30\n'
+        f'[watch]\npython = []\nrepos = []\nfiles = []\nlogs = []\nprocesses = ["--model-path {model}-"]\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "250")  # show's columns unwrapped
+    a, b = f"sg-a-{tag}", f"sg-b-{tag}"
+    runtime.load(image_of(runtime, images, "0.3.16"))
+    runtime.run(a, f"{model}-a", {"SGLANG_TAG": "a"}, shm=64 * MiB, cpus=1.5)
+    runtime.run(b, f"{model}-b", {"SGLANG_TAG": "b"}, shm=64 * MiB)
+    assert cli("snapshot", "local", "--label", "good") in (0, 3)  # 3: no nvidia-smi here, the rest is stored
+    capsys.readouterr()
+
+    assert cli("doctor", "node@good", "--json") == 2
+    [doctor] = json.loads(capsys.readouterr().out)
+    shm = [f for f in doctor["findings"] if f["rule"] == "shm-too-small"]
+    assert len(shm) == 2 and all("64.0 MiB /dev/shm" in f["why"] for f in shm)
+
+    assert cli("show", "node@good") == 0
+    shown = capsys.readouterr().out
+    assert "Containers" in shown and "sgl-kernel 0.3.16" in shown and runtime.name in shown
+
+    runtime.load(image_of(runtime, images, "0.3.17"))  # the same reference, another image
+    runtime.remove(a)
+    runtime.remove(b)
+    runtime.run(b, f"{model}-b", {"SGLANG_TAG": "b"}, shm=64 * MiB)  # the other order: b gets the lower pid
+    runtime.run(a, f"{model}-a", {"SGLANG_TAG": "a"}, shm=256 * MiB, cpus=1.0)
+    assert cli("snapshot", "local") in (0, 3)
+    capsys.readouterr()
+
+    assert cli("diff", "node@good", "node@latest", "--json") == 2
+    changes: list[dict[str, Any]] = json.loads(capsys.readouterr().out)["changes"]
+    ours = [c for c in changes if c["category"] == "container" or "in container" in c["explanation"]
+            or c["item"].startswith("sglang.launch_server")]
+    image = [c for c in ours if c["item"] == f"image {runtime.ref}"]
+    assert len(image) == 1, [c["explanation"] for c in ours]
+    assert "inside it: sgl-kernel 0.3.16 → 0.3.17" in image[0]["explanation"]
+    assert image[0]["severity"] == "high"
+    inner = [c for c in changes if c["category"] == "package" and c["item"] == "sgl-kernel"]
+    assert len(inner) == 2 and all("0.3.16 → 0.3.17" in c["explanation"] for c in inner)
+    texts = {c["item"]: c["explanation"] for c in changes}
+    key_a = next(k.removesuffix(" /dev/shm") for k in texts if k.endswith(" /dev/shm"))
+    assert "sg-a" in key_a
+    assert texts[f"{key_a} /dev/shm"].endswith("64.0 MiB → 256.0 MiB")
+    assert "CPU quota 1.5 CPUs → 1 CPU " in texts[f"{key_a} cpu limit"]
+    # Two servers, one entry point, one port: each compared with itself, never crosswise.
+    assert not any(c["item"] == "SGLANG_TAG" for c in changes)
+    assert not any("is no longer running" in c["explanation"] for c in changes)
+    # The container's libraries were read through its own root: the build that was loaded.
+    rebuilt = [c for c in changes if "common_ops.so" in c["explanation"]]
+    assert rebuilt and all("0.3.16 → 0.3.17" in c["explanation"] for c in rebuilt), [c["explanation"] for c in rebuilt]
