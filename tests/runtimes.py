@@ -143,6 +143,8 @@ class Podman(Runtime):
 
     def close(self) -> None:
         subprocess.run([*self.base, "rm", "-a", "-f", "-t", "0"], env=self.env, capture_output=True, check=False)
+        # Unmounts the store's overlay too, so the temp folder can be removed.
+        subprocess.run([*self.base, "system", "reset", "-f"], env=self.env, capture_output=True, check=False)
 
 
 class Docker(Runtime):

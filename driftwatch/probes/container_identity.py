@@ -143,7 +143,8 @@ def identify(context: dict[str, Any] | None) -> dict[str, Any] | None:
         if context.get("root_is_host") is not False and not markers.get(".dockerenv") and not markers.get("run/.containerenv"):
             return None  # its own mount namespace over the host's root: not a container
         found["runtime"] = "docker" if markers.get(".dockerenv") else "podman" if markers.get("run/.containerenv") else "unknown"
-        found["evidence"].append("marker files" if markers else "mount namespace")
+        hinted = markers.get(".dockerenv") or markers.get("run/.containerenv")
+        found["evidence"].append("marker files" if hinted else "mount namespace")
     if found["pod"] and found["pod"].get("container"):
         found["name"] = found["pod"]["container"]
     if not found["name"] and found["id"]:

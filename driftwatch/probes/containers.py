@@ -51,10 +51,11 @@ def _inner_request(ctx: ProbeContext, servers: dict[str, tuple[dict[str, Any], d
     for key, (raw, facts) in sorted(servers.items()):
         context = raw.get("context") or {}
         before = (previous.get(key) or {}).get("libraries") or {}
+        inside = _inside_root(context.get("root"))
         entries.append({
             "key": key, "pid": raw.get("pid"), "ns_pid": facts["ns_pid"], "argv": raw.get("argv") or [],
-            "cwd": raw.get("cwd"), "exe": raw.get("exe"), "env": context.get("env") or {},
-            "mapped": raw.get("mapped") or {},
+            "cwd": inside(raw.get("cwd")), "exe": inside(raw.get("exe")), "env": context.get("env") or {},
+            "mapped": {inside(path): address for path, address in (raw.get("mapped") or {}).items()},
             # The last snapshot of this container is the cache: unchanged files are not read.
             "libraries": {"cache": cache_from(before), "digests": digests_from(before),
                           "integrity_cache": integrity_cache_from(before)},
@@ -68,6 +69,19 @@ def _inner_request(ctx: ProbeContext, servers: dict[str, tuple[dict[str, Any], d
                       "budget_s": max(1.0, ctx.timeout * 0.3)},
         "budget_s": max(1.0, ctx.time_left * 0.8),
     }
+
+
+def _inside_root(root: Any) -> Any:
+    """Host paths → the container's own: a root the host can reach (a chroot) prefixes every
+    path the kernel shows the host; a container's own mount tree shows its paths as they are."""
+    prefix = root.rstrip("/") if isinstance(root, str) and root not in ("", "/") else ""
+
+    def inside(path: Any) -> Any:
+        if prefix and isinstance(path, str) and (path == prefix or path.startswith(prefix + "/")):
+            return path[len(prefix):] or "/"
+        return path
+
+    return inside
 
 
 def inner_stacks(ctx: ProbeContext, servers: dict[str, tuple[dict[str, Any], dict[str, Any]]]) -> dict[str, Any]:

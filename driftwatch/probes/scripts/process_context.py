@@ -292,6 +292,9 @@ def process_context(pid, request, host):
         "mnt_ns": ns,
         "host_mnt_ns": None if ns is None or host["mnt_ns"] is None else ns == host["mnt_ns"],
         "root_is_host": _same_root(pid),
+        # Its root as the host names it: "/" for a container's own mount tree, the image's
+        # folder for a chroot the host can reach (its maps name files under that folder).
+        "root": readlink("/proc/%d/root" % pid),
         "limits": _text("/proc/%d/limits" % pid),
         "status": status,
         "shm": shm_usage(pid, request.get("max_shm_segments", 256)),
