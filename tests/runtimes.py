@@ -113,6 +113,7 @@ class Podman(Runtime):
 
     def __init__(self, root: Path) -> None:
         _need("podman", "runc", "conmon")
+        root.mkdir(parents=True, exist_ok=True)
         soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
         nproc = min(4096, hard if hard != resource.RLIM_INFINITY else 4096)
         files = min(4096, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
