@@ -118,5 +118,7 @@ def test_image_moved_under_its_tag_limits_and_two_servers_across_a_restart(
     assert not any(c["item"] == "SGLANG_TAG" for c in changes)
     assert not any("is no longer running" in c["explanation"] for c in changes)
     # The container's libraries were read through its own root: the build that was loaded.
+    latest = json.loads(sorted((tmp_path / "store" / "node").glob("*.json"))[-1].read_text())
+    assert latest["probes"]["libraries"]["facts"]["servers"] == {}  # not looked up on the host's filesystem
     rebuilt = [c for c in changes if "common_ops.so" in c["explanation"]]
     assert rebuilt and all("0.3.16 → 0.3.17" in c["explanation"] for c in rebuilt), [c["explanation"] for c in rebuilt]

@@ -33,6 +33,7 @@ def diff_containers(old: Facts, new: Facts, ctx: DiffContext) -> list[Change]:
     changes: list[Change] = []
     moves: dict[tuple[Any, ...], list[str]] = {}  # one headline per image move, naming its servers
     carried: dict[tuple[Any, ...], list[str]] = {}
+    subjects: dict[tuple[Any, ...], list[list[str]]] = {}  # the (category, item) of each change it carries
     processes = ctx.facts_of("processes")
     for old_key, key in server_pairs(before, after, processes):
         o, n = as_dict(before[old_key]), as_dict(after[key])
@@ -49,10 +50,12 @@ def diff_containers(old: Facts, new: Facts, ctx: DiffContext) -> list[Change]:
         if image is not None:
             moves.setdefault(image, []).append(name)
             carried.setdefault(image, _inside(as_dict(o.get("python")), as_dict(n.get("python")), ctx))
+            subjects.setdefault(image, []).extend([c.category, c.item] for c in inner if [c.category, c.item]
+                                                  not in subjects.get(image, []))
         changes += _container(key, name, oc, nc)
         changes += inner
     for image, names in moves.items():
-        changes.append(_headline(image, names, carried[image]))
+        changes.append(_headline(image, names, carried[image], subjects.get(image, [])))
     changes += diff_kernel(as_dict(old.get("kernel")), as_dict(new.get("kernel")))
     return changes
 
@@ -97,7 +100,7 @@ def _inside(old_py: Facts, new_py: Facts, ctx: DiffContext) -> list[str]:
     return moved
 
 
-def _headline(image: tuple[Any, ...], servers: list[str], inside: list[str]) -> Change:
+def _headline(image: tuple[Any, ...], servers: list[str], inside: list[str], carries: list[list[str]]) -> Change:
     ref, old_id, new_id, old_created, new_created = image
     now = f"image {ref} is now {_short(new_id)}" + (f", created {_day(new_created)}" if _day(new_created) else "")
     was = f"was {_short(old_id)}" + (f", created {_day(old_created)}" if _day(old_created) else "")
@@ -105,7 +108,8 @@ def _headline(image: tuple[Any, ...], servers: list[str], inside: list[str]) -> 
     inner = f"; inside it: {listed}" if inside else "; no package inside it changed version (a rebuild: see the libraries)"
     who = f" (containers {fmt.listing(sorted(servers), 4)})" if len(servers) > 1 else f" (container {servers[0]})"
     return Change("container", f"image {ref}", {"id": old_id, "created": old_created},
-                  {"id": new_id, "created": new_created, "carries": inside, "servers": sorted(servers)},
+                  # "carries": the changes it explains, as (category, item), for the ranking
+                  {"id": new_id, "created": new_created, "inside": inside, "carries": carries, "servers": sorted(servers)},
                   Severity.high, f"{now}; {was}{inner}{who}: the same reference, another image",
                   magnitude=IMAGE_MAGNITUDE + len(inside))
 

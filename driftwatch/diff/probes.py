@@ -18,6 +18,7 @@ TIMEOUT_HINTS = {
     "system": "the host is overloaded or a mount is hung?)",
     "driver": "a hung driver, systemctl or nvidia tool?)",
     "libraries": "a hung mount under site-packages or the library directories?)",
+    "containers": "a hung runtime CLI or a hung mount inside a container?)",
 }
 ERROR_HINTS = {
     "gpu": "is the NVIDIA driver loaded and nvidia-smi working?",

@@ -130,21 +130,24 @@ def shm_usage(pid, max_segments):
     path = in_root(root, "/dev/shm")
     if path is None:
         return {"error": "/dev/shm: too many symbolic links"}
+    segments, entries = [], 0
     try:
         vfs = os.statvfs(path)
-        names = os.listdir(path)
+        with os.scandir(path) as listing:  # a busy /dev/shm can hold many entries: bounded
+            for entry in listing:
+                entries += 1
+                if entries > 64 * max_segments:
+                    break
+                if entry.name.startswith("nccl-") and len(segments) < max_segments:
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    segments.append([round(st.st_mtime, 1), st.st_size])
     except OSError as exc:
         return {"error": "/dev/shm: " + _error(exc)}
-    segments = []
-    for name in sorted(names)[: 4 * max_segments]:
-        if name.startswith("nccl-") and len(segments) < max_segments:
-            try:
-                st = os.lstat(os.path.join(path, name))
-            except OSError:
-                continue
-            segments.append([round(st.st_mtime, 1), st.st_size])
     return {"size": vfs.f_blocks * vfs.f_frsize, "free": vfs.f_bavail * vfs.f_frsize,
-            "entries": len(names), "nccl_segments": segments, "error": None}
+            "entries": entries, "nccl_segments": segments, "error": None}
 
 
 def _argv(pid):
