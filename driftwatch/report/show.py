@@ -47,7 +47,7 @@ def sections(snapshot: Snapshot, focus: list[str] | None = None) -> list[Section
         _gpus(snapshot),
         _source(snapshot),
         _servers(snapshot),
-        _containers(snapshot, [normalize_name(n) for n in (focus or DEFAULT_FOCUS)]),
+        *_containers(snapshot, [normalize_name(n) for n in (focus or DEFAULT_FOCUS)]),
         _logs(snapshot),
         *_stack(snapshot),
     ]
@@ -201,10 +201,10 @@ def _servers(snapshot: Snapshot) -> Section:
     return section
 
 
-def _containers(snapshot: Snapshot, focus: list[str]) -> Section:
-    """Each containerised server: image, id, created, and the focus packages inside it;
-    and the limits of every server (its /dev/shm, CPU quota, memlock)."""
-    section = Section("Containers")
+def _containers(snapshot: Snapshot, focus: list[str]) -> list[Section]:
+    """Each containerised server: image, id, created, the focus packages inside it and its
+    limits; and the limits of the host's own servers (/dev/shm, CPU quota, memlock)."""
+    section, native = Section("Containers"), Section("Server limits")
     for key, entry in as_dict(_facts(snapshot, "containers").get("servers")).items():
         server = as_dict(entry)
         container = as_dict(server.get("container"))
@@ -217,7 +217,7 @@ def _containers(snapshot: Snapshot, focus: list[str]) -> Section:
         ) if part)
         if not container:
             if limits:
-                section.rows.append([key, "on the host", limits])
+                native.rows.append([key, limits])
             continue
         image = as_dict(container.get("image"))
         created = str(image.get("created") or "")[:10]
@@ -230,7 +230,7 @@ def _containers(snapshot: Snapshot, focus: list[str]) -> Section:
         section.rows.append(["", "inside", python.get("error") and f"unreadable: {python['error']}" or inside or "(no focus package)"])
         if limits:
             section.rows.append(["", "limits", limits])
-    return section
+    return [section, native]
 
 
 def _image_id(image_id: Any) -> str:

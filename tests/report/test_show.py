@@ -77,3 +77,19 @@ def test_driver_layers_are_shown_even_when_nvidia_smi_failed() -> None:
                     driver=driver)
     assert ("driver layers  kernel module 580.173.02 (proprietary), userspace 580.178.04: out of step; "
             "fabric manager 580.173.02 (failed)") in text
+
+
+def test_containers_with_their_image_the_packages_inside_and_limits() -> None:
+    from tests.diff.test_containers import in_container, limits
+
+    hostile = in_container("sg-a")
+    hostile["container"]["image"]["ref"] = "lmsysorg/sglang:latest\x1b[2J"
+    containers = {"servers": {"sglang.launch_server@sg-a": hostile,
+                              "train.py": {"container": None, **limits(shm=16 << 30, cpu=None)}}, "kernel": {}}
+    text = rendered(containers=containers)
+    assert ("Containers\nsglang.launch_server@sg-a  docker sg-a (aaaaaaaaaaaa)  "
+            "lmsysorg/sglang:latest\\x1b[2J = sha256:59ef00000000…, created 2026-02-10") in text
+    assert "inside                      sglang 0.5.6, sgl-kernel 0.3.16, torch 2.8.0+cu128" in text
+    assert "limits                      /dev/shm 64.0 MiB, CPU quota 1.5, memlock 8.0 MiB" in text
+    assert "Server limits\ntrain.py  /dev/shm 16.0 GiB, memlock 8.0 MiB" in text
+    assert "\x1b" not in text
