@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -59,6 +60,31 @@ def containers_facts(folder: Path) -> dict:
     return json.loads(latest.read_text())["probes"]["containers"]
 
 
+def walk_cost(root: Path, model: str, rounds: int) -> tuple[float, float]:
+    """CPU seconds of one /proc walk (processes_collect.py) of a host server, without and
+    with the per-server context (process_context.py): what a host with no containerised
+    server pays for the containers probe. CPU time, not wall time: these machines are shared."""
+    from driftwatch.probes.base import load_script
+    from driftwatch.probes.processes import LIB_MARKERS, redaction_rules
+    from driftwatch.probes.server_limits import THREAD_ENV
+
+    plain = {"patterns": [f"--model-path {model}"], "env": ["NCCL_*"], "always_env": [], "lib_markers": LIB_MARKERS,
+             "mapped": True, "max_mapped": 2048, "mapped_exclude": [], "max_processes": 64, "max_bytes": 4 << 20,
+             **redaction_rules()}
+    context = {**plain, "context": True, "context_env": list(THREAD_ENV), "max_shm_segments": 256}
+    code = {"without": load_script("processes_collect.py"),
+            "with": load_script("process_context.py") + "\n\n" + load_script("processes_collect.py")}
+    cpu: dict[str, list[float]] = {"without": [], "with": []}
+    for _ in range(rounds):
+        for name, request in (("without", plain), ("with", context)):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            subprocess.run(["/usr/bin/python3", "-I", "-S", "-c", code[name]], input=json.dumps(request).encode(),
+                           capture_output=True, check=True)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[name].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return statistics.median(cpu["without"]), statistics.median(cpu["with"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=7)
@@ -66,7 +92,7 @@ def main() -> None:
     args = parser.parse_args()
     precompile()
     tag = uuid.uuid4().hex[:8]
-    with tempfile.TemporaryDirectory(prefix="dw-bench-containers-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="dw-bench-containers-", ignore_cleanup_errors=True) as tmp:
         work = Path(tmp)
         root = build_rootfs(work / "image" / "root", work=work / "image")
         podman = Podman(work / "podman")
@@ -91,6 +117,7 @@ def main() -> None:
             for round_ in range(args.repeat):
                 for name in names[round_ % len(names):] + names[: round_ % len(names)]:
                     times[name].append(timed(snapshot, cases[name]))
+            without, with_context = walk_cost(root, f"/models/bn-{tag}-", max(20, args.repeat * 3))
             base = statistics.median(times["native"])
             print(f"{args.servers} servers, {args.repeat} rounds, medians:")
             for name, runs in times.items():
@@ -98,6 +125,8 @@ def main() -> None:
                 inside = sum(1 for s in record["facts"]["servers"].values() if s.get("python"))
                 print(f"  {name:8s} {statistics.median(runs):.3f} s  {statistics.median(runs) / base:.2f}x native"
                       f"  (containers probe {record['duration_s']:.2f} s, {inside} stacks read inside images)")
+            print(f"the /proc walk of {args.servers} host servers, CPU s (median): {without * 1000:.1f} ms without the "
+                  f"per-server context, {with_context * 1000:.1f} ms with it ({(with_context - without) * 1000:+.1f} ms)")
         finally:
             for proc in natives:
                 os.killpg(proc.pid, 9)

@@ -125,8 +125,11 @@ class Podman(Runtime):
             f'events_logfile_path = "{root}/events.log"\n'
         )
         self.env = {**os.environ, "CONTAINERS_CONF": str(conf)}
-        self.base = ["podman", "--root", str(root / "root"), "--runroot", str(root / "run"), "--tmpdir", str(root / "tmp"),
-                     "--storage-driver", "overlay"]
+        # podman refuses a runroot longer than 50 characters (pytest's temp folders are).
+        self.short = Path(f"/run/dw-{uuid.uuid4().hex[:8]}")
+        self.short.mkdir()
+        self.base = ["podman", "--root", str(root / "root"), "--runroot", str(self.short / "run"),
+                     "--tmpdir", str(self.short / "tmp"), "--storage-driver", "overlay"]
         _run([*self.base, "info", "--format", "{{.Host.OCIRuntime.Name}}"], env=self.env)
 
     def load(self, tar: Path) -> None:
@@ -146,6 +149,7 @@ class Podman(Runtime):
         subprocess.run([*self.base, "rm", "-a", "-f", "-t", "0"], env=self.env, capture_output=True, check=False)
         # Unmounts the store's overlay too, so the temp folder can be removed.
         subprocess.run([*self.base, "system", "reset", "-f"], env=self.env, capture_output=True, check=False)
+        shutil.rmtree(self.short, ignore_errors=True)
 
 
 class Docker(Runtime):

@@ -24,7 +24,7 @@ from typing import Any
 from driftwatch.launchargs import parse_launch_args
 from driftwatch.probes.container_identity import identify, label
 from driftwatch.probes.server_limits import THREAD_ENV
-from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeSkipped, collect_json
+from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeSkipped, collect_json, load_script
 from driftwatch.probes.locations import LOCATION_ENV
 from driftwatch.redact import (
     NOT_SECRET,
@@ -202,6 +202,8 @@ def walk_request(ctx: ProbeContext, max_processes: int = MAX_PROCESSES) -> dict[
         "context": True,
         "context_env": [*THREAD_ENV, *INTERPRETER_ENV],
         "max_shm_segments": MAX_SHM_SEGMENTS,
+        # Compiled by the walk only when a server looks containerised.
+        "container_code": load_script("container_context.py"),
     }
 
 
