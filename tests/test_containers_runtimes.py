@@ -107,6 +107,8 @@ def test_image_moved_under_its_tag_limits_and_two_servers_across_a_restart(
     assert len(image) == 1, [c["explanation"] for c in ours]
     assert "inside it: sgl-kernel 0.3.16 → 0.3.17" in image[0]["explanation"]
     assert image[0]["severity"] == "high"
+    # "Was sgl-kernel upgraded by itself?": one diff, the image change first, the packages under it.
+    assert changes[0]["item"] == f"image {runtime.ref}", [c["explanation"] for c in changes[:3]]
     inner = [c for c in changes if c["category"] == "package" and c["item"] == "sgl-kernel"]
     assert len(inner) == 2 and all("0.3.16 → 0.3.17" in c["explanation"] for c in inner)
     texts = {c["item"]: c["explanation"] for c in changes}

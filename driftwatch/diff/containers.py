@@ -107,11 +107,11 @@ def _headline(image: tuple[Any, ...], servers: list[str], inside: list[str], car
     listed = ", ".join(inside[:INSIDE_LISTED]) + (f" and {len(inside) - INSIDE_LISTED} more" if len(inside) > INSIDE_LISTED else "")
     inner = f"; inside it: {listed}" if inside else "; no package inside it changed version (a rebuild: see the libraries)"
     who = f" (containers {fmt.listing(sorted(servers), 4)})" if len(servers) > 1 else f" (container {servers[0]})"
+    # It carries the changes inside it: ranked above them, and accepted, they go with it.
     return Change("container", f"image {ref}", {"id": old_id, "created": old_created},
-                  # "carries": the changes it explains, as (category, item), for the ranking
-                  {"id": new_id, "created": new_created, "inside": inside, "carries": carries, "servers": sorted(servers)},
+                  {"id": new_id, "created": new_created, "inside": inside, "servers": sorted(servers)},
                   Severity.high, f"{now}; {was}{inner}{who}: the same reference, another image",
-                  magnitude=IMAGE_MAGNITUDE + len(inside))
+                  magnitude=IMAGE_MAGNITUDE + len(inside), carries=tuple((str(c), str(i)) for c, i in carries))
 
 
 def _moved(key: str, old: Facts, new: Facts) -> Change:

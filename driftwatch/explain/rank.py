@@ -25,6 +25,8 @@ from driftwatch.diff.change import Change
 _RUN_CONFIG = ("launch-arg", "env", "process", "log")
 CATEGORY_PRIOR: dict[str, int] = {
     "driver": 0,
+    # A container's image moved or the server moved into one: the whole userspace stack changed.
+    "container": 0,
     "cuda": 1,
     "nccl": 1,
     **{category: 2 for category in _RUN_CONFIG},

@@ -89,7 +89,7 @@ def test_image_moved_under_one_reference_is_one_headline_carrying_the_inner_chan
                                        "was sha256:59ef00000000…, created 2026-02-10; inside it: sgl-kernel 0.3.16 → 0.3.17")
     assert "(containers a, b)" in head.explanation
     assert head.new["inside"] == ["sgl-kernel 0.3.16 → 0.3.17"] and head.new["servers"] == ["a", "b"]
-    assert ["package", "sgl-kernel"] in head.new["carries"]  # what an explain stage folds under it
+    assert ("package", "sgl-kernel") in head.carries  # ranked above it, accepted with it
     inner = [c for c in result.changes if c.category == "package" and c.item == "sgl-kernel"]
     assert len(inner) == 2 and all("in container" in c.explanation for c in inner)  # each with its own why
     assert result.summary["total"] >= 3
