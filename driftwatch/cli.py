@@ -59,6 +59,7 @@ ConfigOpt = Annotated[Optional[str], typer.Option("--config", metavar="FILE", he
 StoreOpt = Annotated[Optional[str], typer.Option("--store", metavar="DIR|URL", help="Snapshot store: a folder, or s3://bucket/prefix (also gs://, az://; default from config: ./snapshots).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout, nothing else.")]
 HtmlOpt = Annotated[Optional[str], typer.Option("--html", metavar="FILE", help="Also write the report as one self-contained HTML page (no script, nothing fetched: opens from an email attachment).")]
+PerfOpt = Annotated[bool, typer.Option("--perf", help="Also measure what the host delivers (opt-in perf probe: CPU GEMM and copy everywhere; on idle GPUs bf16/fp8 GEMM, HBM, host<->device, one NCCL all-reduce), within [watch] perf_timeout (60 s). Busy GPUs (a compute process, > 1 GiB used, > 5% busy) or MIG are refused, never touched.")]
 MIN_SECONDS, MAX_SECONDS = 0.1, 86400.0  # MAX_SECONDS: config.MAX_SECONDS (not imported: pydantic is slow to load)
 MAX_KEEP_DAYS = 36500.0
 
@@ -112,6 +113,7 @@ def snapshot(
     timeout: Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", help="Per-probe deadline in seconds (default 10).", callback=_seconds)] = None,
     parallel: Annotated[int, typer.Option("--parallel", metavar="N", help="Hosts collected at once.", min=1)] = 32,
     accept_new_host_key: Annotated[bool, typer.Option("--accept-new-host-key", help="Trust and save the key of a host not yet in known_hosts (a changed key is always refused).")] = False,
+    perf: PerfOpt = False,
     config: ConfigOpt = None,
     store: StoreOpt = None,
 ) -> int:
@@ -123,7 +125,7 @@ def snapshot(
 
     return run_snapshot(
         targets, labels=label or [], json_out=json_out, timeout=timeout, parallel=parallel,
-        accept_new_host_key=accept_new_host_key, config_path=config, store_path=store,
+        accept_new_host_key=accept_new_host_key, config_path=config, store_path=store, perf=perf,
     )
 
 
@@ -195,6 +197,7 @@ def check(
     fail_on: Annotated[str, typer.Option("--fail-on", metavar="SEVERITY", help="Exit 2 only for drift at least this severe: critical, high, medium, low or info (any drift).", callback=_severity)] = "info",
     deadline: Annotated[Optional[float], typer.Option("--deadline", metavar="SECONDS", help="Finish the whole command within SECONDS: probes get what is left, and what is unfinished then is a timeout (Slurm kills a health check at 60 s).", callback=_seconds)] = None,
     nhc: Annotated[bool, typer.Option("--nhc", help="For a scheduler's health check: print only one line, `ERROR: driftwatch: <most likely cause>`, when the check fails or cannot run; nothing when it passes.")] = False,
+    perf: PerfOpt = False,
     config: ConfigOpt = None,
     store: StoreOpt = None,
 ) -> int:
@@ -222,6 +225,7 @@ def check(
         fail_on=Severity(fail_on),
         deadline=deadline,
         nhc=nhc,
+        perf=perf,
     )
     return run_check(
         targets, request=request, json_out=json_out, markdown=markdown, parallel=parallel,

@@ -46,7 +46,10 @@ def collect_snapshot(
     timeout: float,
     previous: Snapshot | None = None,
     labels: list[str] | None = None,
+    earlier: Mapping[str, dict] | None = None,
 ) -> Snapshot:
+    """``earlier``: a probe's facts from an older snapshot, for a probe the previous one
+    lacks (an opt-in probe that ran some time ago)."""
     taken_at = utcnow()
     start = time.monotonic()
     shared = Shared()
@@ -55,7 +58,7 @@ def collect_snapshot(
             transport=transport,
             watch=target.watch,
             timeout=timeout,
-            previous=previous.facts(name) if previous else {},
+            previous=(previous.facts(name) if previous else {}) or dict((earlier or {}).get(name) or {}),
             shared=shared,
         )
         for name in probes

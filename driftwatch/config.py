@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import socket
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -101,6 +101,10 @@ class Target:
     @property
     def is_local(self) -> bool:
         return self.address == LOCAL
+
+    def with_perf(self) -> Target:
+        """This target with the opt-in perf probe asked for (``--perf``)."""
+        return replace(self, watch=self.watch.model_copy(update={"perf": True}))
 
 
 def config_candidates(explicit: str | None) -> list[Path]:

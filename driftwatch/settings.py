@@ -6,6 +6,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from driftwatch.probes.locations import DEFAULT_CACHES, DEFAULT_NCCL_CONF
 
+# Probes that run only when asked for: a snapshot without them says nothing about their
+# facts, so their absence on one side of a diff is context, never drift.
+OPT_IN_PROBES = frozenset({"perf"})
+
 DEFAULT_FOCUS = [
     "sglang",
     "sgl-kernel",
@@ -57,5 +61,8 @@ class WatchSettings(BaseModel):
     nccl_conf: list[str] = Field(default_factory=lambda: list(DEFAULT_NCCL_CONF))
     # Local model directories or Hugging Face hub ids, besides the models running servers serve.
     models: list[str] = Field(default_factory=list)
+    # The opt-in performance fingerprint (snapshot/check --perf): its hard wall-clock bound.
+    perf: bool = False
+    perf_timeout: float = Field(default=60.0, gt=5, le=3600, allow_inf_nan=False)
     max_hash_bytes: int = 1024 * 1024 * 1024
     max_files: int = 20000

@@ -56,6 +56,7 @@ class CheckRequest:
     fail_on: Severity = Severity.info  # --fail-on: drift below this severity exits 0
     deadline: float | None = None  # --deadline: seconds for the whole command
     nhc: bool = False  # --nhc: one line for a scheduler's health check, nothing else on stdout
+    perf: bool = False  # --perf: measure the host too (the opt-in perf probe)
 
 
 @dataclass
@@ -241,6 +242,8 @@ def run_check(
         check_textfile_folder(request.textfile)
     config, store = load(config_path, store_path)
     targets = resolve_targets(config, words)
+    if request.perf:
+        targets = [target.with_perf() for target in targets]
     if request.nhc and len(targets) != 1:
         raise UserError(f"--nhc reports on one host, the node it runs on: got {len(targets)} targets")
     try:

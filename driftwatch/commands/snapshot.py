@@ -56,7 +56,7 @@ def take_snapshot(
         # never an abort of the others' reports (their alerts may already be out).
         return HostOutcome(target, error=str(exc))
     from driftwatch.collect import collect_snapshot
-    from driftwatch.probes.registry import DEFAULT_PROBES
+    from driftwatch.probes.registry import OPT_IN, probes_for
     if not target.is_local:  # the agent is still starting: load rich for the report meanwhile
         from driftwatch.report import snapshots  # noqa: F401
 
@@ -66,8 +66,11 @@ def take_snapshot(
             previous = store.latest(target.name)
         except StoreError:
             previous = None  # an unreadable old snapshot only costs the hash cache
+        probes = probes_for(target.watch)
+        earlier = earlier_facts(store, target.name, [n for n in probes if n in OPT_IN], previous)
         snap = collect_snapshot(
-            target, transport, DEFAULT_PROBES, timeout=timeout, previous=previous.snapshot if previous else None, labels=labels
+            target, transport, probes, timeout=timeout, previous=previous.snapshot if previous else None,
+            labels=labels, earlier=earlier,
         )
     finally:
         interrupt.unregister(transport)
@@ -77,6 +80,36 @@ def take_snapshot(
         reasons = "; ".join(f"{n}: {r.error}" for n, r in snap.probes.items())
         return HostOutcome(target, error=f"nothing collected ({reasons})")
     return HostOutcome(target, snapshot=snap, previous=previous)
+
+
+EARLIER_LOOKBACK = 20  # stored snapshots searched for an opt-in probe's last facts
+
+
+def earlier_facts(
+    store: SnapshotStore, host: str, names: list[str], previous: StoredSnapshot | None
+) -> dict[str, dict[str, object]]:
+    """For opt-in probes the previous snapshot lacks (a cron check without --perf since the
+    last --perf), their facts from the newest of the last few snapshots that has them ok:
+    the perf probe's history goes on from there."""
+    wanted = [n for n in names if previous is None or not _ok(previous.snapshot, n)]
+    found: dict[str, dict[str, object]] = {}
+    if not wanted or previous is None:
+        return found
+    try:
+        for position, stored in enumerate(store.newest_first(host)):
+            if position >= EARLIER_LOOKBACK or len(found) == len(wanted):
+                break
+            for name in wanted:
+                if name not in found and _ok(stored.snapshot, name):
+                    found[name] = stored.snapshot.probes[name].facts
+    except StoreError:
+        pass  # an unreadable store costs the history, not the snapshot
+    return found
+
+
+def _ok(snapshot: Snapshot, name: str) -> bool:
+    record = snapshot.probes.get(name)
+    return record is not None and record.status is ProbeStatus.ok
 
 
 def snapshot_host(
@@ -138,12 +171,14 @@ def _progress(total: int) -> Iterator[Callable[[HostOutcome], None]]:
 
 def run_snapshot(
     words: list[str], *, labels: list[str], json_out: bool, timeout: float | None, parallel: int,
-    accept_new_host_key: bool, config_path: str | None, store_path: str | None,
+    accept_new_host_key: bool, config_path: str | None, store_path: str | None, perf: bool = False,
 ) -> int:
     for label in labels:
         validate_label(label)
     config, store = load(config_path, store_path)
     targets = resolve_targets(config, words)
+    if perf:
+        targets = [target.with_perf() for target in targets]
     store.ensure_writable()  # before connecting to any host
     with store_warnings(store):
         outcomes = collect_many(

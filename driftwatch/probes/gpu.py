@@ -193,6 +193,20 @@ def gpu_facts(row: dict[str, Any]) -> dict[str, Any]:
     return facts
 
 
+def query_gpu_block(marker: str, full: str, core: str) -> str:
+    """sh printing the ``query-gpu`` block: ``full`` fields, and once more with ``core`` only
+    when the driver refuses one of them (nvidia-smi names only the first unknown field)."""
+    fmt = "--format=csv,noheader,nounits"
+    return f"""fields={full}
+  out=$(nvidia-smi --query-gpu=$fields {fmt} 2>&1); rc=$?
+  case "$out" in *"{_UNKNOWN_FIELD}"*)
+    fields={core}
+    out=$(nvidia-smi --query-gpu=$fields {fmt} 2>&1); rc=$? ;;
+  esac
+  printf '%s\\n%s\\n' "{marker} query-gpu $rc $fields" "$out"
+"""
+
+
 def build_script(marker: str) -> str:
     """The one remote script; ``marker`` is random so no output line can forge a block."""
     full, core = ",".join(query_fields()), ",".join(query_fields(optional=False))
@@ -209,13 +223,7 @@ trap 'rm -rf "$d"' EXIT
 trap 'exit 124' TERM INT
 ( out=$(nvidia-smi --version 2>&1) || out=$(nvidia-smi 2>&1)
   printf '%s\\n%s\\n' "{marker} version $?" "$out" >"$d/1" ) &
-( fields={full}
-  out=$(nvidia-smi --query-gpu=$fields {fmt} 2>&1); rc=$?
-  case "$out" in *"{_UNKNOWN_FIELD}"*)
-    fields={core}
-    out=$(nvidia-smi --query-gpu=$fields {fmt} 2>&1); rc=$? ;;
-  esac
-  printf '%s\\n%s\\n' "{marker} query-gpu $rc $fields" "$out" >"$d/2" ) &
+( {query_gpu_block(marker, full, core)}) >"$d/2" &
 ( out=$(nvidia-smi --query-compute-apps={apps} {fmt} 2>&1)
   printf '%s\\n%s\\n' "{marker} compute-apps $?" "$out" >"$d/3" ) &
 ( out=$(nvidia-smi topo -m 2>&1)

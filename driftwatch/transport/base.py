@@ -98,17 +98,22 @@ class Transport(Protocol):
 DEFAULT_PYTHONS = ("/usr/bin/python3", "python3")
 
 
-def first_python(code: str, pythons: Sequence[str] = DEFAULT_PYTHONS, args: Sequence[str] = ()) -> str:
+def first_python(
+    code: str, pythons: Sequence[str] = DEFAULT_PYTHONS, args: Sequence[str] = (), *, site: bool = False
+) -> str:
     """A POSIX sh command running ``code`` as ``python -I -S -c`` (with ``args`` in
     sys.argv[1:]) under the first of ``pythons`` the target has (stdin passes through);
     exit 127 when it has none.
-    -I: no cwd or PYTHON* on sys.path (a stray json.py in $HOME); -S: no site (.pth files)."""
+    -I: no cwd or PYTHON* on sys.path (a stray json.py in $HOME); -S: no site (.pth files).
+    ``site``: keep the interpreter's site-packages (-I only), for code that uses what the
+    host installed (numpy) where it is there."""
+    flags = "-I" if site else "-I -S"
     pythons = list(dict.fromkeys(pythons))
     tried = " ".join(pythons)
     argv = "".join(" " + shlex.quote(arg) for arg in args)
     return (
         f"for p in {' '.join(quote_path(p) for p in pythons)}; do "
-        f'command -v "$p" >/dev/null && exec "$p" -I -S -c {shlex.quote(code)}{argv}; done; '
+        f'command -v "$p" >/dev/null && exec "$p" {flags} -c {shlex.quote(code)}{argv}; done; '
         f"echo {shlex.quote(f'python3: not found (tried: {tried})')} >&2; exit 127"
     )
 
