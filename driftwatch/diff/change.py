@@ -32,6 +32,7 @@ CATEGORIES = (
     "log",
     "probe",
     "container",
+    "perf",
 )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from driftwatch.facts import fmt
 from driftwatch.diff.change import Change, Severity
 from driftwatch.model import ProbeRecord, ProbeStatus
+from driftwatch.settings import OPT_IN_PROBES
 
 FAILED = (ProbeStatus.error, ProbeStatus.timeout)
 
@@ -42,6 +43,13 @@ def diff_probe(name: str, old: ProbeRecord | None, new: ProbeRecord | None) -> C
     new_status = new.status if new is not None else None
     if old_status == new_status:
         return None
+    if name in OPT_IN_PROBES and (old is None or new is None):
+        # Asked for on one side only (snapshot --perf, then a cron check without): nothing
+        # about the host changed, only what was asked.
+        side = "new" if new is None else "old"
+        return Change("probe", name, old_status.value if old_status else None, new_status.value if new_status else None,
+                      Severity.info, f"{name} was not asked for in the {side} snapshot (opt-in: --{name}); "
+                      "its facts are not compared", context=True)
     severity, explanation = _explain(name, old_status, new, old)
     return Change(
         category="probe",

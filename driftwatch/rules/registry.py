@@ -22,6 +22,7 @@ from driftwatch.rules import (
     known_bad,
     launch,
     libraries,
+    perf,
     requirements,
     settings,
 )
@@ -63,6 +64,11 @@ RULES: dict[str, Rule] = {
     "mig-on-server-gpu": gpu_state.mig_enabled,
     "other-process-on-server-gpu": gpu_state.other_process_memory,
     "free-memory-below-fraction": gpu_state.free_below_fraction,
+    # what the host delivers (the opt-in perf probe)
+    "perf-below-peak": perf.below_peak,
+    "perf-all-reduce-below-nvlink": perf.allreduce_below_nvlink,
+    "perf-gpu-below-siblings": perf.below_siblings_rule,
+    "perf-hardware-slowdown": perf.hardware_slowdown,
 }
 # Facts of an unexpected shape: the rule cannot read them, which is not a finding.
 SHAPE_ERRORS = (TypeError, AttributeError, KeyError, ValueError, IndexError)
