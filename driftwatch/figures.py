@@ -142,8 +142,8 @@ class Verdict:
 def threshold(window: list[float], kind: str, *spreads: dict[str, Any] | None) -> tuple[float, float]:
     """(σ, the drop fraction that counts) for a figure of ``kind`` with this history."""
     sigma = history_sigma(window)
-    sigma = max(NOISE_FLOOR.get(kind, NOISE_FLOOR["gpu"]) if sigma is None else sigma,
-                *(within_sigma(s) for s in spreads))
+    sigma = max([NOISE_FLOOR.get(kind, NOISE_FLOOR["gpu"]) if sigma is None else sigma,
+                 *(within_sigma(s) for s in spreads)])
     return sigma, max(MIN_DROP, 1.0 - math.exp(-SIGMAS * sigma))
 
 

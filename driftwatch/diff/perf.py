@@ -65,7 +65,7 @@ def diff_perf(old: Facts, new: Facts, ctx: DiffContext) -> list[Change]:
     quiet = {section for section in ("cpu", "gpu") if _status(new, section) != "ok"}
     old_figures, new_figures = figures(old), figures(new)
     unmeasured: dict[tuple[str | None, str, str], list[str]] = {}
-    for key in sorted(old_figures.keys() | new_figures.keys()):
+    for key in dict.fromkeys([*old_figures, *new_figures]):  # the probe's order: GPU by GPU
         o, n = old_figures.get(key), new_figures.get(key)
         if (n is None and _section_of(key) in quiet) or (n is not None and n.get("status") == "skipped"):
             continue  # said once for its section; a figure this GPU cannot measure (fp8) is no change

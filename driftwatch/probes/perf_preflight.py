@@ -115,8 +115,8 @@ def parse_preflight(blocks: dict[str, Block]) -> Preflight:
     except ValueError as exc:
         raise ProbeError(f"unexpected nvidia-smi output: {exc}") from exc
     kinds = {f: (key, kind) for f, key, kind in (*FIELDS, *OPTIONAL)}
-    gpus = {
-        uuid: {kinds[f][0]: convert(str(v), kinds[f][1]) if v is not None else None for f, v in row.items() if f in kinds}
+    gpus = {  # every key, None where this driver was not asked (an older one refused the field)
+        uuid: {key: convert(str(row[f]), kind) if row.get(f) is not None else None for f, (key, kind) in kinds.items()}
         for uuid, row in rows.items()
     }
     cmdlines = {}
@@ -147,6 +147,8 @@ def process_label(name: Any, cmdline: str | None) -> str:
             for i, word in enumerate(rest):
                 if word == "-m" and i + 1 < len(rest):
                     return rest[i + 1].split(".")[0]
+                if word == "-c":
+                    return program
                 if not word.startswith("-"):
                     return os.path.basename(word).removesuffix(".py")
         return program

@@ -29,21 +29,29 @@ if TYPE_CHECKING:  # for linters and type checkers only: the prelude perf_math.p
 MIB = 1 << 20
 
 
-def measure(step, rate, batches, batch_s, until):
+MIN_BATCHES = 3  # a figure's share may run over for these, within the section's bound
+
+
+def measure(step, rate, batches, batch_s, share_end, until):
     """Per-batch rates of ``step`` (``rate``: seconds of one step -> its figure) after one
-    warm-up call; each batch repeats ``step`` enough times to last about ``batch_s``. Stops
-    early at ``until`` (a batch that would end past it is not started)."""
+    warm-up call; each batch repeats ``step`` enough times to last about ``batch_s``.
+    Batches stop at ``share_end`` (the first MIN_BATCHES at ``until``, the section's bound,
+    so that a slow host still gets a figure); one that would end past it is not started."""
     start = time.perf_counter()
     step()  # warm-up: first-touch page faults, BLAS thread start, caches
     once = max(time.perf_counter() - start, 1e-6)
     reps = max(1, int(batch_s / once))
     rates = []
-    while len(rates) < batches and time.perf_counter() + once * reps < until:
+    while len(rates) < batches:
+        ends = time.perf_counter() + once * reps
+        if ends > (until if len(rates) < MIN_BATCHES else share_end):
+            break
         begin = time.perf_counter()
         for _ in range(reps):
             step()
         elapsed = time.perf_counter() - begin
-        rates.append(rate(elapsed / reps))
+        once = elapsed / reps
+        rates.append(rate(once))
     return rates
 
 
@@ -155,12 +163,12 @@ def figure_of(make, rate, unit, method, request, floor, until):
     share = float(request.get("share", 0.6))
     try:
         step = make()
-        rates = measure(step, rate, batches, batch_s, min(until, time.perf_counter() + share))
+        rates = measure(step, rate, batches, batch_s, min(until, time.perf_counter() + share), until)
         if not rates:
             return {"status": "error", "reason": "no batch fitted in the section's bound"}
         figure = summary(rates, unit, method)
         if isinstance(floor, (int, float)) and figure["value"] < floor:
-            again = measure(step, rate, batches, batch_s, min(until, time.perf_counter() + share))
+            again = measure(step, rate, batches, batch_s, min(until, time.perf_counter() + share), until)
             figure["remeasured"] = round(quantile(again, 0.5), 4) if again else None
         return figure
     except MemoryError:

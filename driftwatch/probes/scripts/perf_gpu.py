@@ -66,7 +66,11 @@ def run_bounded(argv, seconds, stdin=None, env=None):
         return proc.returncode, out, err
     except subprocess.TimeoutExpired:
         kill_group(proc)
-        out, err = proc.communicate()
+        try:  # a grandchild in a group of its own may hold the pipes: do not wait on it
+            out, err = proc.communicate(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            proc.wait()
+            out, err = b"", b""
         return None, out, err
 
 
@@ -290,12 +294,36 @@ def gpu_section(request, deadline):
         shutil.rmtree(store, ignore_errors=True)
 
 
+def sweep_session():
+    """SIGKILL whatever of this session is still alive but this process: a grandchild that
+    moved to a process group of its own (a compile worker, a stray helper) outlives the
+    group kills above, never this. (The agent stops the whole session at its deadline;
+    this covers a run that ends in time.)"""
+    me, session = os.getpid(), os.getsid(0)
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return
+    for pid in pids:
+        if pid == me:
+            continue
+        try:
+            with open("/proc/%d/stat" % pid, "rb") as stat:
+                fields = stat.read().decode("utf-8", "replace").rpartition(") ")[2].split()
+            if int(fields[3]) == session and fields[0] not in ("Z", "X"):
+                os.kill(pid, signal.SIGKILL)
+        except (OSError, ValueError, IndexError):
+            continue
+
+
 def main():
     request = json.loads(sys.stdin.read() or "{}")
     deadline = Deadline(float(request.get("seconds", 50)))
     try:
         gpu_section(request, deadline)
     finally:
+        if os.getsid(0) == os.getpid():  # the command's own session: all of it is ours
+            sweep_session()
         emit({"kind": "done"})
 
 
