@@ -4,12 +4,10 @@ fake nvidia-smi that replays those captures (including one that hangs)."""
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
 import subprocess
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field, replace
 from importlib.machinery import SourceFileLoader
 from pathlib import Path
@@ -254,20 +252,6 @@ def test_versions_absent() -> None:
 
 
 # --- whole probe against the fake nvidia-smi ------------------------------------------
-
-
-@pytest.fixture
-def fake_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Put the fake first on PATH, in a folder whose unique name marks its processes."""
-    bin_dir = tmp_path / f"fakebin-{uuid.uuid4().hex}"
-    bin_dir.mkdir()
-    (bin_dir / "nvidia-smi").symlink_to(FAKE)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}")
-    monkeypatch.setenv("FAKE_NVIDIA_SMI_LOG", str(tmp_path / "calls.log"))
-    for name in ("FAKE_NVIDIA_SMI_PHASE", "FAKE_NVIDIA_SMI_REJECT", "FAKE_NVIDIA_SMI_HANG",
-                 "FAKE_NVIDIA_SMI_DELAY"):
-        monkeypatch.delenv(name, raising=False)
-    return bin_dir
 
 
 def collect(capture: str, monkeypatch: pytest.MonkeyPatch, **env: str) -> Facts:

@@ -56,16 +56,11 @@ def no_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def fake_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    bin_dir = tmp_path / f"fakebin-{uuid.uuid4().hex}"
-    bin_dir.mkdir()
-    (bin_dir / "nvidia-smi").symlink_to(FAKE)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+def fake_smi(fake_smi: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The fake nvidia-smi (conftest), replaying an idle H100 unless a test says otherwise."""
     monkeypatch.setenv("FAKE_NVIDIA_SMI_CAPTURE", str(H100))
     monkeypatch.setenv("FAKE_NVIDIA_SMI_PHASE", "idle")
-    for name in ("FAKE_NVIDIA_SMI_REJECT", "FAKE_NVIDIA_SMI_HANG", "FAKE_NVIDIA_SMI_DELAY", "FAKE_NVIDIA_SMI_LOG"):
-        monkeypatch.delenv(name, raising=False)
-    return bin_dir
+    return fake_smi
 
 
 def stub_torch(root: Path, init: str) -> str:

@@ -3,9 +3,7 @@ GPUs may be measured, and the reason a busy or MIG GPU is refused."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import uuid
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,7 +15,6 @@ from driftwatch.transport.local import LocalTransport
 
 TESTS = Path(__file__).resolve().parents[1]
 CAPTURES = TESTS / "fixtures" / "nvidia-smi"
-FAKE = TESTS / "fakes" / "nvidia-smi"
 UUID = "GPU-00000000-0000-0000-0000-000000000000"
 
 # capture → phase → the refusal (None: every GPU idle), read without /proc's command lines.
@@ -44,18 +41,6 @@ EXPECTED = {
     "linux-x86_64__nvidia-l40s__595.80.txt": {
         "idle": "GPU 0 busy: utilisation 100%", "load": "GPU 0 busy: ffmpeg pid 20038, 681 MiB; 1 more process on it"},
 }
-
-
-@pytest.fixture
-def fake_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    bin_dir = tmp_path / f"fakebin-{uuid.uuid4().hex}"
-    bin_dir.mkdir()
-    (bin_dir / "nvidia-smi").symlink_to(FAKE)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}")
-    monkeypatch.setenv("FAKE_NVIDIA_SMI_LOG", str(tmp_path / "calls.log"))
-    for name in ("FAKE_NVIDIA_SMI_PHASE", "FAKE_NVIDIA_SMI_REJECT", "FAKE_NVIDIA_SMI_HANG", "FAKE_NVIDIA_SMI_DELAY"):
-        monkeypatch.delenv(name, raising=False)
-    return bin_dir
 
 
 def preflight(capture: str, phase: str, monkeypatch: pytest.MonkeyPatch, **env: str) -> Preflight:
