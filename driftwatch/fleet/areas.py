@@ -24,6 +24,7 @@ from driftwatch.fleet.facts import (
 from driftwatch.fleet.containers import CONTAINER_AREAS
 from driftwatch.fleet.gpus import gpu_facts
 from driftwatch.fleet.libraries import LIBRARY_AREAS
+from driftwatch.fleet.perf import perf_area
 from driftwatch.fleet.runtime import RUNTIME_AREAS
 from driftwatch.fleet.stack import STACK_AREAS
 from driftwatch.model import VOLATILE_KEY
@@ -153,6 +154,7 @@ AREAS: dict[str, Area] = {
     **STACK_AREAS,
     **LIBRARY_AREAS,
     **CONTAINER_AREAS,
+    "perf": perf_area,
 }
 
 # Areas whose facts name interpreters by the fleet's labels (``view.interpreters``, from

@@ -20,6 +20,7 @@ from driftwatch.explain.rank import rank_changes
 from driftwatch.fleet import explain
 from driftwatch.fleet.facts import Fact, HostView
 from driftwatch.fleet.gather import Extractor, Gathered, HostFacts
+from driftwatch.fleet.perf import OddFigure, perf_findings
 from driftwatch.model import Snapshot
 from driftwatch.rules.finding import Finding as KnownBad
 
@@ -112,6 +113,7 @@ def compare_gathered(gathered: Gathered, options: DiffOptions | None = None) -> 
         for path in dict.fromkeys(p for facts in distinct if facts for p in facts):
             if len({facts[path].value if facts and path in facts else None for facts in distinct}) > 1:
                 findings += _compare_path(path, flat, ok)
+    findings += [_odd_figure(odd) for odd in perf_findings({h.name: h.perf for h in gathered.hosts if h.perf})]
     ranked = _dedupe(_rank(findings))
     # Each host's known-bad states, diagnosed on its whole snapshot as it was read (gather.py).
     known_bad = {h.name: list(h.known_bad) for h in gathered.hosts if h.known_bad}
@@ -157,6 +159,17 @@ def _judge(path: str, template: Fact, facts: dict[str, Fact | None]) -> Finding 
         hosts=len(values), focus=any(f.focus for f in present), label=template.label,
         majority_hosts=tuple(h for h, v in values.items() if majority is not None and v == top),
         same_as=(template.label, frozenset(values.items())),
+    )
+
+
+def _odd_figure(odd: OddFigure) -> Finding:
+    """A perf figure some hosts are slow on: the median stands where the majority does."""
+    return Finding(
+        fact=f"perf.{odd.key}", category="perf", item=odd.key, severity=odd.severity, explanation=odd.detail,
+        detail=odd.detail, majority=(odd.median, len(odd.values) - len(odd.outliers)), outliers=odd.outliers,
+        values=(), hosts=len(odd.values), label=odd.label,
+        majority_hosts=tuple(h for h in odd.values if h not in dict(odd.outliers)),
+        same_as=(f"perf.{odd.key}", frozenset(odd.values.items())),
     )
 
 

@@ -18,6 +18,7 @@ from driftwatch.fleet.areas import AREAS
 from driftwatch.fleet.facts import Fact, FactMap, HostView, walk
 from driftwatch.fleet.runtime import launch_facts
 from driftwatch.model import ProbeStatus, Snapshot
+from driftwatch.settings import OPT_IN_PROBES
 
 
 def generic(probe: str, facts: dict[str, Any], prefix: str | None = None) -> FactMap:
@@ -62,8 +63,10 @@ def probe_fact(name: str, status: ProbeStatus, error: str | None) -> Fact:
 
 
 def flatten_probe(name: str, status: ProbeStatus, error: str | None, facts: dict[str, Any], view: HostView) -> FactMap:
-    """One probe's comparable facts: its status, and its facts when it is ok."""
-    out: FactMap = {f"probe[{name}]": probe_fact(name, status, error)}
+    """One probe's comparable facts: its status, and its facts when it is ok. An opt-in
+    probe's status is a fact only when it failed: a host not asked for it says nothing."""
+    quiet = name in OPT_IN_PROBES and status is ProbeStatus.ok
+    out: FactMap = {} if quiet else {f"probe[{name}]": probe_fact(name, status, error)}
     if status is not ProbeStatus.ok:
         return out  # a hung nvidia-smi is not "no GPUs": its facts say nothing
     area = AREAS.get(name)

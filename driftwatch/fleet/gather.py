@@ -35,6 +35,7 @@ from driftwatch.fleet.areas import FLEET_VIEW_AREAS, python_content
 from driftwatch.fleet.facts import IDENTITY_KEYS, Fact, FactMap, HostView
 from driftwatch.fleet.flatten import flatten_probe, interpreter_keys, interpreter_labels
 from driftwatch.fleet.headline import headline_facts
+from driftwatch.fleet.perf import PerfValues, perf_values
 from driftwatch.fleet.runtime import files_content, launch_facts
 from driftwatch.model import VOLATILE_KEY, ProbeStatus, Snapshot
 from driftwatch.rules.finding import Finding as KnownBad
@@ -74,6 +75,7 @@ class HostExtract:
     blocks: tuple[Block, ...]
     known_bad: tuple[KnownBad, ...] = ()  # the rules' verdicts on the whole snapshot (doctor's problems)
     headline: dict[str, str] = field(default_factory=dict)  # a dozen short facts, for a matrix of hosts
+    perf: PerfValues = field(default_factory=dict)  # measured figures: compared by their median, not by value
 
 
 def comparable(value: Any) -> Any:
@@ -121,7 +123,8 @@ class Extractor:
         ok = frozenset(n for n, r in snapshot.probes.items() if r.status is ProbeStatus.ok)
         known_bad = tuple(diagnose(snapshot, self.rules).problems)
         return HostExtract(
-            host, snapshot.taken_at, ok, interpreter_keys(snapshot), tuple(blocks), known_bad, headline_facts(snapshot)
+            host, snapshot.taken_at, ok, interpreter_keys(snapshot), tuple(blocks), known_bad, headline_facts(snapshot),
+            perf_values(snapshot),
         )
 
     def _probe_block(self, name: str, status: ProbeStatus, error: str | None, facts: dict[str, Any]) -> Block:
@@ -148,6 +151,7 @@ class _Host:
     blocks: dict[str, bytes]  # probe → digest
     known_bad: tuple[KnownBad, ...] = ()
     headline: dict[str, str] = field(default_factory=dict)
+    perf: PerfValues = field(default_factory=dict)
 
 
 @dataclass
@@ -171,7 +175,8 @@ class Gathered:
         self.learn(extract)
         digests = {b.probe: b.digest for b in extract.blocks}
         self.hosts.append(
-            _Host(extract.host, extract.ok, extract.interpreters, digests, extract.known_bad, extract.headline)
+            _Host(extract.host, extract.ok, extract.interpreters, digests, extract.known_bad, extract.headline,
+                  extract.perf)
         )
 
     def views(self, view: HostView) -> dict[str, HostView]:
