@@ -13,6 +13,8 @@ from driftwatch.commands.common import (
 )
 from driftwatch.diff import DiffOptions
 from driftwatch.explain import DiffResult, diff_snapshots
+from driftwatch.facts.read import ok_facts
+from driftwatch.model import Snapshot
 from driftwatch.errors import UserError
 from driftwatch.report.diff import print_terminal, render_markdown
 from driftwatch.report.safe import clean
@@ -49,10 +51,13 @@ def print_report(result: DiffResult, form: str, *, show_ignored: bool = False) -
     )
 
 
-def html_page(result: DiffResult, *, show_ignored: bool) -> str:
+def html_page(result: DiffResult, *, show_ignored: bool, old: Snapshot | None = None, new: Snapshot | None = None) -> str:
     from driftwatch.report.html.diff import render_diff  # jinja2: only for --html
+    from driftwatch.report.perf import charts
 
-    return render_diff(result, show_ignored=show_ignored)
+    both = [ok_facts(s, "perf") for s in (old, new) if s is not None]
+    drawn = charts(*both) if len(both) == 2 and all(both) else []
+    return render_diff(result, show_ignored=show_ignored, charts=drawn)
 
 
 def run_diff(
@@ -81,7 +86,7 @@ def run_diff(
     use = RuleUse()
     result = triage(result, host=host, ignoring=ignoring(config), acceptances=acceptances, use=use)
     warn_unused_rules(config, use)
-    write_html(html_file, lambda: html_page(result, show_ignored=include_volatile))
+    write_html(html_file, lambda: html_page(result, show_ignored=include_volatile, old=old.snapshot, new=new.snapshot))
     print_report(result, form, show_ignored=include_volatile)
     # A new known-bad state no one decided on fails like drift, as it does in check.
     return EXIT_DRIFT if result.drift or result.problems else EXIT_OK

@@ -16,6 +16,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
 from driftwatch.cron.info import INFO_LABELS, info_labels
+from driftwatch.cron.perf import perf_gauges
 from driftwatch.diff import Severity
 from driftwatch.explain import DiffResult
 from driftwatch.errors import UserError
@@ -99,6 +100,7 @@ def write_textfile(
         duration.labels(label).set(snapshot.duration_s)
         for name, record in snapshot.probes.items():
             probe_ok.labels(label, clean(name)).set(1 if record.status in (ProbeStatus.ok, ProbeStatus.skipped) else 0)
+        perf_gauges(registry, label, snapshot)
     if result is not None:
         counts = result.summary["counts"]
         for severity in Severity:

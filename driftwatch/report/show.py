@@ -20,6 +20,7 @@ from driftwatch.facts.read import as_dict, normalize_name
 from driftwatch.facts.names import gpu_label
 from driftwatch.logparse.headline import summarize_log
 from driftwatch.model import ProbeStatus, Snapshot
+from driftwatch.report.perf import show_rows
 from driftwatch.report.safe import clean
 from driftwatch.settings import DEFAULT_FOCUS
 from driftwatch.store import Location
@@ -50,6 +51,7 @@ def sections(snapshot: Snapshot, focus: list[str] | None = None) -> list[Section
         *_containers(snapshot, [normalize_name(n) for n in (focus or DEFAULT_FOCUS)]),
         _logs(snapshot),
         *_stack(snapshot),
+        _perf(snapshot),
     ]
     return [section for section in found if section.rows or section.notes]
 
@@ -277,6 +279,15 @@ def _stack(snapshot: Snapshot) -> list[Section]:
         counts = f"{fmt.plural(len(as_dict(model.get('files'))), 'file')}, {len(as_dict(model.get('weights')))} weights"
         models.rows.append([key, state or kind, "" if state else counts])
     return [caches, nccl, models]
+
+
+def _perf(snapshot: Snapshot) -> Section:
+    """What the host delivered (the opt-in perf probe), each figure with its status."""
+    facts = _facts(snapshot, "perf")
+    section = Section(f"Performance (perf probe v{facts.get('version')})" if facts else "Performance")
+    if facts:
+        section.rows, section.notes = show_rows(facts)
+    return section
 
 
 def print_show(console: Console, snapshot: Snapshot, path: Location, focus: list[str] | None = None) -> None:

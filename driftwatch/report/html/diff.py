@@ -10,6 +10,7 @@ from driftwatch.diff import Change
 
 from driftwatch.explain import DiffResult
 from driftwatch.report.diff import groups, headline, ignored_line, note, sides
+from driftwatch.report.perf import Chart
 from driftwatch.report.html.page import extra_fields, extra_sections, render, value_text
 
 # Change.to_json's keys this page lays out; any other (a field a later feature adds) is
@@ -56,7 +57,8 @@ def change_groups(changes: list[Change], *, show_ignored: bool, show_context: bo
     return [Group(title, rows[0].tone, rows) for title, rows in ((t, [change_row(c) for c in m]) for t, _, m in found)]
 
 
-def render_diff(result: DiffResult, *, show_ignored: bool = False) -> str:
+def render_diff(result: DiffResult, *, show_ignored: bool = False, charts: list[Chart] | None = None) -> str:
+    """``charts``: the perf probe's figures of both sides, GPU by GPU (``report.perf.charts``)."""
     return render(
         "diff.html.j2",
         title=f"driftwatch diff: {sides(result)}",
@@ -65,4 +67,5 @@ def render_diff(result: DiffResult, *, show_ignored: bool = False) -> str:
         groups=change_groups(result.changes, show_ignored=show_ignored),
         notes=[line for line in [ignored_line(result.changes, show_ignored)] if line],
         extras=extra_sections(result.to_json(), RESULT_KEYS),
+        charts=charts or [],
     )
