@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from driftwatch.figures import judge  # noqa: E402
+from driftwatch.facts.figures import judge  # noqa: E402
 from driftwatch.probes.base import ProbeContext  # noqa: E402
 from driftwatch.probes.perf import Budget, cpu_section  # noqa: E402
 from driftwatch.settings import WatchSettings  # noqa: E402

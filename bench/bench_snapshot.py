@@ -15,9 +15,10 @@ in one run so machine noise hits both alike:
                 venv's python sleeps 2 s before starting): concurrency means ~2 s, not ~4 s
   -<probe>      the snapshot without one of the probes in FACT_AREAS: the difference to
                 `snapshot` is what that fact area costs
-  -perf code    the snapshot with the opt-in perf probe's module replaced by an empty
-                stand-in (nothing of it imported): the difference to `snapshot` is what
-                the perf probe costs when --perf is off
+  --perf        the snapshot with the opt-in perf probe on (its CPU section, the
+                nvidia-smi preflight, and the GPU section up to the venv's torch, which
+                refuses to import): what --perf costs. Off (`snapshot`), nothing of the
+                probe is imported (tests/probes/test_perf.py), so it costs nothing
 
 After the runs, the libraries probe's counts of the first and the last snapshot show that
 an unchanged host is not read again.
@@ -59,13 +60,6 @@ MAPPED_LIBRARIES = 20
 WITHOUT = (
     "import sys; from driftwatch.probes import registry; "
     "[registry.DEFAULT_PROBES.pop(n) for n in sys.argv.pop(1).split(',')]; "
-    "from driftwatch.cli import run; run()"
-)
-# `python -c NO_PERF snapshot HOST`: the CLI with the perf probe's module (and what it
-# imports) never loaded; its registry entry is an empty stand-in, off as it is by default.
-NO_PERF = (
-    "import sys, types; stub = types.ModuleType('driftwatch.probes.perf'); "
-    "exec('class PerfProbe:\\n    name = \"perf\"', stub.__dict__); sys.modules['driftwatch.probes.perf'] = stub; "
     "from driftwatch.cli import run; run()"
 )
 SERVER = """\
@@ -206,7 +200,7 @@ def setup(work: Path, cache_entries: int) -> tuple[dict[str, Path], Sshd, list[s
     common = f'ssh_config = "{server.ssh_config_path}"\nknown_hosts = "{server.known_hosts_path}"\n'
     folders = {"snapshot": (python, stack), "no stack": (python, NO_STACK), "cold stack": (python, stack),
                "slow probes": (slow_python, stack), **{f"-{area}": (python, stack) for area in FACT_AREAS},
-               "-perf code": (python, stack)}
+               "--perf": (python, stack)}
     for case, (interp, extra) in folders.items():
         folder = work / case.replace(" ", "-")
         folder.mkdir()
@@ -262,7 +256,7 @@ def measure(
         for area in FACT_AREAS:
             without = [sys.executable, "-c", WITHOUT, area, *snapshot[3:]]
             runs[f"-{area}"].append(timed(without, folders[f"-{area}"]))
-        runs["-perf code"].append(timed([sys.executable, "-c", NO_PERF, *snapshot[3:]], folders["-perf code"]))
+        runs["--perf"].append(timed([*snapshot, "--perf"], folders["--perf"]))
         _reset_env(sshd_dir, delay=2)
         runs["slow probes"].append(timed(snapshot, folders["slow probes"]))
 
@@ -296,7 +290,7 @@ def report(runs: dict[str, list[float]], probes: dict[str, dict[str, list[float]
     print(f"{'case':<12} {'median s':>9} {'× ssh true':>11}   (n={repeat}, {os.cpu_count()} cores)")
     for name, values in runs.items():
         median = statistics.median(values)
-        cost = f"   the {name[1:].removesuffix(' code')} probe costs {full - median:+.3f} s" if name.startswith("-") else ""
+        cost = f"   the {name[1:]} probe costs {full - median:+.3f} s" if name.startswith("-") and name != "--perf" else ""
         print(f"{name:<12} {median:>9.3f} {median / base:>10.2f}×{cost}")
     print(f"\n{'probe duration_s (median)':<28} {'snapshot':>9} {'cold stack':>11}")
     for name in ("(whole snapshot)", "processes", *STACK_PROBES):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from driftwatch.figures import VERSION, carry
+from driftwatch.facts.figures import VERSION, carry
 
 GPUS = [f"GPU-{i:08x}-aaaa-bbbb-cccc-dddddddddddd" for i in range(8)]
 FIGURES = {  # name: (value, unit, method)

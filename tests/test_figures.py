@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from driftwatch.figures import (
+from driftwatch.facts.figures import (
     MIN_HISTORY,
     NEW_LEVEL,
     NOISE_FLOOR,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Gauge
 
-from driftwatch.diff.context import as_dict, ok_facts
-from driftwatch.figures import figures, measured, split_key
+from driftwatch.facts.read import as_dict, ok_facts
+from driftwatch.facts.figures import figures, measured, split_key
 from driftwatch.model import Snapshot
 from driftwatch.report.safe import clean
 

@@ -1,10 +1,10 @@
 """The perf probe's figures: a drop is an observed symptom, said with what the run saw.
 
-Judged against the host's own history (``figures.judge``: below ``max(5%, 3σ)`` of the
-accepted window the old snapshot carries, and confirmed by the new run's re-measurement);
-the GPUs against their siblings, the fleet against its median and the figures against the
-published limits are judged by the pure functions at the end, which ``rules/perf.py`` and
-``fleet/perf.py`` use. A figure that was not measured is said so, once per section or GPU,
+Judged against the host's own history (``facts.figures.judge``: below ``max(5%, 3σ)`` of
+the accepted window the old snapshot carries, and confirmed by the new run's
+re-measurement); the GPUs against their siblings, the fleet against its median and the
+figures against the published limits are judged by ``rules/perf.py`` and ``fleet/perf.py``
+with the same module's pure functions. A figure that was not measured is said so, once per section or GPU,
 and is never a drop; a rise, or a drop the re-measurement did not confirm, is context.
 
 A drop's line says what the perf run itself recorded that can explain it: the throttle
@@ -17,15 +17,13 @@ changes under the symptom is the explain stage's work: ``EXPLAINED_BY`` says whi
 from __future__ import annotations
 
 import math
-import statistics
-from dataclasses import dataclass
 from typing import Any
 
 from driftwatch.diff.change import Change, Severity
 from driftwatch.diff.context import DiffContext, Facts, as_dict
-from driftwatch.diff.gpu_processes import gpu_label
-from driftwatch.figures import (
+from driftwatch.facts.figures import (
     comparable,
+    drop_severity,
     figures,
     judge,
     kind_of,
@@ -35,11 +33,9 @@ from driftwatch.figures import (
     split_key,
     window,
 )
+from driftwatch.facts.names import gpu_label
 
 KEYS = frozenset({"version", "bound_s", "cpu", "gpu", "gpus", "all_reduce", "history"})
-SIBLING_DROP = 0.05  # a GPU this far below its siblings' median
-FLEET_Z, FLEET_DROP = -3.5, 0.05  # robust z-score, and this far below the fleet's median
-_MAD_SIGMA = 0.6745  # MAD of a normal distribution, in σ (Iglewicz and Hoaglin's modified z)
 
 # What an environment change must touch to explain a drop of each kind of figure, most
 # likely first: (category, item glob) of the diff's changes, for the explain stage.
@@ -133,14 +129,6 @@ def _unmeasured(gpu: str | None, status: str, why: str, keys: list[str], old: Fa
     return Change("perf", item, "measured", status, severity, text, label=f"perf{where}")
 
 
-def drop_severity(drop: float) -> Severity:
-    if drop >= 0.5:
-        return Severity.critical
-    if drop >= 0.2:
-        return Severity.high
-    return Severity.medium if drop >= 0.1 else Severity.low
-
-
 def step(change: float) -> str:
     """The change in 5-point steps (−23% → "−20%"): an alert or an acceptance holds until it
     is a step worse, not each time noise moves the third digit."""
@@ -229,52 +217,3 @@ def _moved(old: dict[str, Any], new: dict[str, Any], key: str, what: str, unit: 
 def _software(old: dict[str, Any], new: dict[str, Any], names: tuple[tuple[str, str], ...]) -> list[str]:
     return [f"{label} {old.get(key)} → {new.get(key)}" for key, label in names
             if old.get(key) is not None and new.get(key) is not None and old.get(key) != new.get(key)]
-
-
-# -- the judges that need no history: one host's GPUs, a fleet, the physical limits ------
-
-
-@dataclass(frozen=True)
-class Outlier:
-    value: float
-    median: float
-    z: float | None = None  # the robust z-score (fleet)
-
-    @property
-    def below(self) -> float:
-        return 1.0 - self.value / self.median
-
-
-def below_siblings(values: dict[str, float]) -> dict[str, Outlier]:
-    """GPUs more than 5% below the median of the other GPUs of the same host (and model)."""
-    found = {}
-    for gpu, value in values.items():
-        others = [v for g, v in values.items() if g != gpu]
-        if not others:
-            continue
-        median = statistics.median(others)
-        if median > 0 and value < median * (1 - SIBLING_DROP):
-            found[gpu] = Outlier(value, median)
-    return found
-
-
-def fleet_outliers(values: dict[str, float]) -> dict[str, Outlier]:
-    """Hosts whose figure is an odd one out below the fleet: robust z < −3.5 (median and
-    MAD, Iglewicz and Hoaglin) and more than 5% below the median. Three hosts at least."""
-    if len(values) < 3:
-        return {}
-    median = statistics.median(values.values())
-    mad = statistics.median(abs(v - median) for v in values.values())
-    found = {}
-    for host, value in values.items():
-        if median <= 0 or value >= median * (1 - FLEET_DROP):
-            continue
-        z = _MAD_SIGMA * (value - median) / mad if mad > 0 else -math.inf
-        if z < FLEET_Z:
-            found[host] = Outlier(value, median, z)
-    return found
-
-
-def below_limit(value: float, limit: float, ratio: float) -> bool:
-    """A figure below ``ratio`` of a published limit (bf16 GEMM below 0.6 of the peak)."""
-    return limit > 0 and value < ratio * limit

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from driftwatch.diff.change import Severity
-from driftwatch.diff.context import as_dict, ok_facts
-from driftwatch.diff.perf import drop_severity, fleet_outliers
-from driftwatch.figures import figures, measured, name_of, split_key
+from driftwatch.facts.figures import drop_severity, figures, fleet_outliers, measured, name_of, split_key
+from driftwatch.facts.read import as_dict, ok_facts
 from driftwatch.fleet.facts import Fact, FactMap, HostView, freeze
 from driftwatch.model import Snapshot
 

@@ -28,7 +28,7 @@ from dataclasses import replace
 from typing import Any
 
 from driftwatch import interrupt
-from driftwatch.figures import VERSION, carry, floors, split_key
+from driftwatch.facts.figures import VERSION, carry, floors, split_key
 from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeSkipped, ProbeTimeout, json_report, load_script
 from driftwatch.probes.perf_preflight import Preflight, refusal, run_preflight
 from driftwatch.probes.perf_report import LEGACY_SAMPLE_FIELDS, SAMPLE_FIELDS, gpus_of, parse_gpu_run

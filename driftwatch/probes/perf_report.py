@@ -9,11 +9,10 @@ the seconds that figure ran: clocks, power, the throttle reasons seen, the PCIe 
 from __future__ import annotations
 
 import json
-import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from driftwatch.figures import GPU_FIGURES, LINK_FIGURES
+from driftwatch.facts.figures import GPU_FIGURES, LINK_FIGURES, median
 from driftwatch.probes.gpu import convert
 from driftwatch.probes.perf_preflight import Preflight
 
@@ -75,7 +74,7 @@ def parse_sample(row: str, fields: list[str], t: float) -> tuple[str, Sample] | 
 
 def _median(values: list[float | None]) -> float | None:
     known = [v for v in values if v is not None]
-    return round(statistics.median(known), 1) if known else None
+    return round(median(known), 1) if known else None
 
 
 def during(samples: list[Sample], link: bool = False) -> dict[str, Any] | None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from driftwatch.diff.context import as_dict
-from driftwatch.diff.gpu_processes import gpu_label
-from driftwatch.figures import GPU_FIGURES, NAMES, measured, number
+from driftwatch.facts.names import gpu_label
+from driftwatch.facts.read import as_dict
+from driftwatch.facts.figures import GPU_FIGURES, NAMES, measured, number
 
 COLUMNS = ("bf16 GEMM", "fp8 GEMM", "HBM copy", "H2D", "D2H")
 

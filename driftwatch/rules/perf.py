@@ -19,10 +19,9 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from driftwatch.diff.context import as_dict
-from driftwatch.diff.gpu_processes import gpu_label
-from driftwatch.diff.perf import below_limit, below_siblings
-from driftwatch.figures import GPU_FIGURES, figure_key, measured, name_of
+from driftwatch.facts.figures import GPU_FIGURES, below_limit, below_siblings, figure_key, measured, name_of
+from driftwatch.facts.names import gpu_label
+from driftwatch.facts.read import as_dict
 from driftwatch.rules.finding import Finding
 from driftwatch.rules.host import Host, Missing
 from driftwatch.severity import Severity

@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 
-from driftwatch.diff import Change, diff_snapshots
-from driftwatch.diff.perf import EXPLAINED_BY, below_siblings, fleet_outliers, step
-from driftwatch.figures import VERSION
+from driftwatch.diff import Change
+from driftwatch.diff.perf import EXPLAINED_BY, step
+from driftwatch.explain import diff_snapshots
+from driftwatch.facts.figures import below_siblings, fleet_outliers
+from driftwatch.facts.figures import VERSION
 from tests.diff.builders import make_snapshot
 from tests.perf_builders import GPUS, perf_facts
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from driftwatch.collect import run_probe
-from driftwatch.figures import VERSION, figures
+from driftwatch.facts.figures import VERSION, figures
 from driftwatch.model import ProbeStatus
 from driftwatch.probes.base import ProbeContext
 from driftwatch.probes.perf import PerfProbe
@@ -219,3 +219,13 @@ def test_not_asked_for_is_skipped() -> None:
     ctx = ProbeContext(transport=LocalTransport(), watch=WatchSettings())
     record = run_probe(PerfProbe(), ctx)
     assert record.status is ProbeStatus.skipped and "--perf" in (record.error or "")
+
+
+def test_without_perf_a_snapshot_imports_nothing_of_it(tmp_path: Path, no_gpu: None) -> None:
+    """--perf off costs nothing: the probe's modules are not even loaded."""
+    code = ("import sys; from driftwatch.cli import main; main(['snapshot', 'local', '--store', sys.argv[1]]); "
+            "open(sys.argv[2], 'w').write(' '.join(m for m in sys.modules if 'perf' in m))")
+    loaded = tmp_path / "modules"
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "store"), str(loaded)], check=True, capture_output=True,
+                   env={**os.environ, "PATH": os.environ["PATH"] + os.pathsep + "/usr/bin:/bin"})
+    assert "driftwatch.probes.perf" not in loaded.read_text().split()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from driftwatch.diff import diff_snapshots
+from driftwatch.explain import diff_snapshots
 from driftwatch.report.html.diff import render_diff
 from driftwatch.report.perf import charts, show_rows
 from driftwatch.report.show import sections

@@ -11,7 +11,9 @@ accepted figures (the ``history`` the probe carries forward in each snapshot), b
 than ``max(5%, 3σ)``, σ being the larger of the history's own spread (log scale, once it
 holds ``MIN_HISTORY`` values, the kind's noise floor before that) and the two runs' spread
 between their batches. A drop counts once a re-measurement in the same run confirmed it:
-the probe measures a figure again when it falls below the previous snapshot's floor.
+the probe measures a figure again when it falls below the previous snapshot's floor. The
+judges that need no history (a GPU against its siblings, a host against the fleet, a
+figure against a published limit) are here too: diff/, rules/ and fleet/ all use them.
 
 The CPU floor comes from measurement (bench/README.md, "perf noise";
 tests/fixtures/perf): on the shared 2-core development machine at load 10-13, 80 runs of
@@ -26,9 +28,11 @@ Pure: no I/O.
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass
 from typing import Any
+
+from driftwatch.facts.read import as_dict
+from driftwatch.severity import Severity
 
 VERSION = 1  # of the perf probe's measurements: figures of different versions are never compared
 MIN_DROP = 0.05
@@ -47,8 +51,11 @@ NAMES = {
 }
 
 
-def as_dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
+def median(values: Any) -> float:
+    """The median (``statistics`` costs ~10 ms of every command's start: not for this)."""
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def number(value: Any) -> float | None:
@@ -115,7 +122,9 @@ def within_sigma(figure: dict[str, Any] | None) -> float:
 def history_sigma(values: list[float]) -> float | None:
     if len(values) < MIN_HISTORY:
         return None
-    return statistics.stdev(math.log(v) for v in values)
+    logs = [math.log(v) for v in values]
+    mean = sum(logs) / len(logs)
+    return math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
 
 
 @dataclass(frozen=True)
@@ -155,7 +164,7 @@ def judge(window: list[float], kind: str, old: dict[str, Any] | None, new: dict[
     value = measured(new)
     if not window or value is None:
         return None
-    reference = statistics.median(window)
+    reference = median(window)
     sigma, drop = threshold(window, kind, old, new)
     floor = reference * (1.0 - drop)
     again = number(new.get("remeasured"))
@@ -183,7 +192,7 @@ def floors(previous: dict[str, Any]) -> dict[str, float]:
         values = window(previous, key)
         if values:
             _, drop = threshold(values, kind_of(key), figure)
-            found[key] = round(statistics.median(values) * (1.0 - drop), 6)
+            found[key] = round(median(values) * (1.0 - drop), 6)
     return found
 
 
@@ -230,3 +239,65 @@ def carry(previous: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
             history[key] = {"unit": figure.get("unit"), "method": figure.get("method"),
                             "values": [round(v, 6) for v in values[-WINDOW:]], "pending": [round(v, 6) for v in pending]}
     return history
+
+
+def drop_severity(drop: float) -> Severity:
+    if drop >= 0.5:
+        return Severity.critical
+    if drop >= 0.2:
+        return Severity.high
+    return Severity.medium if drop >= 0.1 else Severity.low
+
+
+# -- the judges that need no history: one host's GPUs, a fleet, the physical limits ----
+
+
+SIBLING_DROP = 0.05  # a GPU this far below its siblings' median
+FLEET_Z, FLEET_DROP = -3.5, 0.05  # robust z-score, and this far below the fleet's median
+_MAD_SIGMA = 0.6745  # MAD of a normal distribution, in σ (Iglewicz and Hoaglin's modified z)
+
+
+@dataclass(frozen=True)
+class Outlier:
+    value: float
+    median: float
+    z: float | None = None  # the robust z-score (fleet)
+
+    @property
+    def below(self) -> float:
+        return 1.0 - self.value / self.median
+
+
+def below_siblings(values: dict[str, float]) -> dict[str, Outlier]:
+    """GPUs more than 5% below the median of the other GPUs of the same host (and model)."""
+    found = {}
+    for gpu, value in values.items():
+        others = [v for g, v in values.items() if g != gpu]
+        if not others:
+            continue
+        middle = median(others)
+        if middle > 0 and value < middle * (1 - SIBLING_DROP):
+            found[gpu] = Outlier(value, middle)
+    return found
+
+
+def fleet_outliers(values: dict[str, float]) -> dict[str, Outlier]:
+    """Hosts whose figure is an odd one out below the fleet: robust z < −3.5 (median and
+    MAD, Iglewicz and Hoaglin) and more than 5% below the median. Three hosts at least."""
+    if len(values) < 3:
+        return {}
+    middle = median(values.values())
+    mad = median(abs(v - middle) for v in values.values())
+    found = {}
+    for host, value in values.items():
+        if middle <= 0 or value >= middle * (1 - FLEET_DROP):
+            continue
+        z = _MAD_SIGMA * (value - middle) / mad if mad > 0 else -math.inf
+        if z < FLEET_Z:
+            found[host] = Outlier(value, middle, z)
+    return found
+
+
+def below_limit(value: float, limit: float, ratio: float) -> bool:
+    """A figure below ``ratio`` of a published limit (bf16 GEMM below 0.6 of the peak)."""
+    return limit > 0 and value < ratio * limit
