@@ -70,9 +70,12 @@ def test_without_perf_nothing_is_measured_and_a_perf_baseline_is_no_drift(
 ) -> None:
     assert main(["snapshot", "local", "--perf", "--label", "good"]) == 0
     capsys.readouterr()
-    assert main(["check", "local", "--json"]) == 0
+    # Another suite's processes on this machine may drift the processes probe: the perf
+    # probe's absence is what is checked here, and it is context, never drift.
+    assert main(["check", "local", "--json"]) in (0, 2)
     [entry] = json.loads(capsys.readouterr().out)
-    assert entry["exit_code"] == 0
+    about_perf = [c for c in entry["changes"] if "perf" in (c["category"], c["item"])]
+    assert [(c["category"], c["status"]) for c in about_perf] == [("probe", "context")]
     assert "perf" not in json.loads(stored(host)[-1].read_text())["probes"]
 
 

@@ -184,13 +184,16 @@ def _cpu_torch_wheel() -> str | None:
 
 
 @pytest.fixture(scope="session")
-def cpu_torch(request: pytest.FixtureRequest) -> str:
+def cpu_torch(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
     """A venv with the real CPU-only torch this machine keeps on disk, unpacked once into
-    pytest's cache (700 MB: kept between runs of this checkout)."""
+    pytest's cache (700 MB: kept between runs of this checkout; a temporary folder when the
+    cache is off)."""
     wheel = _cpu_torch_wheel()
     if wheel is None:
         pytest.skip("no CPU torch wheel for this Python in /opt/wheels")
-    root = request.config.cache.mkdir("cpu-torch-" + Path(wheel).stem.split("-")[1])
+    name = "cpu-torch-" + Path(wheel).stem.split("-")[1]
+    cache = getattr(request.config, "cache", None)
+    root = cache.mkdir(name) if cache is not None else tmp_path_factory.mktemp(name)
     python = root / "bin" / "python"
     done = root / ".unpacked"
     if not done.exists():
