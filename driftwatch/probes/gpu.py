@@ -202,26 +202,38 @@ def build_script(marker: str) -> str:
     # first unknown field, so peeling them off one by one could take several calls.
     # The four calls run side by side: on a host where every nvidia-smi call is slow (a
     # GPU in a bad state), the probe costs one slow call, not four.
+    # A missing, read-only or full temp folder says nothing about the driver: without a
+    # folder to collect them in (or with a block it could not hold), the calls run one
+    # after another, straight to the output.
     return f"""\
 command -v nvidia-smi >/dev/null 2>&1 || {{ echo "{marker} missing 127"; exit 0; }}
-d=$(mktemp -d) || exit 1
-trap 'rm -rf "$d"' EXIT
-trap 'exit 124' TERM INT
-( out=$(nvidia-smi --version 2>&1) || out=$(nvidia-smi 2>&1)
-  printf '%s\\n%s\\n' "{marker} version $?" "$out" >"$d/1" ) &
-( fields={full}
+q1() {{ out=$(nvidia-smi --version 2>&1) || out=$(nvidia-smi 2>&1)
+  printf '%s\\n%s\\n' "{marker} version $?" "$out"; }}
+q2() {{ fields={full}
   out=$(nvidia-smi --query-gpu=$fields {fmt} 2>&1); rc=$?
   case "$out" in *"{_UNKNOWN_FIELD}"*)
     fields={core}
     out=$(nvidia-smi --query-gpu=$fields {fmt} 2>&1); rc=$? ;;
   esac
-  printf '%s\\n%s\\n' "{marker} query-gpu $rc $fields" "$out" >"$d/2" ) &
-( out=$(nvidia-smi --query-compute-apps={apps} {fmt} 2>&1)
-  printf '%s\\n%s\\n' "{marker} compute-apps $?" "$out" >"$d/3" ) &
-( out=$(nvidia-smi topo -m 2>&1)
-  printf '%s\\n%s\\n' "{marker} topo $?" "$out" >"$d/4" ) &
-wait
-cat "$d/1" "$d/2" "$d/3" "$d/4" 2>/dev/null
+  printf '%s\\n%s\\n' "{marker} query-gpu $rc $fields" "$out"; }}
+q3() {{ out=$(nvidia-smi --query-compute-apps={apps} {fmt} 2>&1)
+  printf '%s\\n%s\\n' "{marker} compute-apps $?" "$out"; }}
+q4() {{ out=$(nvidia-smi topo -m 2>&1)
+  printf '%s\\n%s\\n' "{marker} topo $?" "$out"; }}
+trap 'exit 124' TERM INT
+if d=$(mktemp -d 2>/dev/null); then
+  trap 'rm -rf "$d"' EXIT
+  q1 >"$d/1" 2>/dev/null & p1=$!
+  q2 >"$d/2" 2>/dev/null & p2=$!
+  q3 >"$d/3" 2>/dev/null & p3=$!
+  q4 >"$d/4" 2>/dev/null & p4=$!
+  for i in 1 2 3 4; do
+    eval "p=\\$p$i"
+    if wait "$p"; then cat "$d/$i"; else q$i; fi
+  done
+else
+  q1; q2; q3; q4
+fi
 """
 
 
