@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from driftwatch.errors import UserError
 from driftwatch.settings import WatchSettings
+from driftwatch.store.backend import DEFAULT_MAX_FILE_BYTES
 
 if TYPE_CHECKING:
     from driftwatch.rules.versions import VersionRule
@@ -74,6 +75,8 @@ class Config(BaseModel):
     ssh_config: str | None = None  # default ~/.ssh/config
     known_hosts: str | None = None  # default ~/.ssh/known_hosts (or UserKnownHostsFile)
     free_memory_threshold_mib: int = 1024
+    # The most read of one file of the store; a larger one is skipped and named (store/backend.py).
+    max_snapshot_bytes: int = Field(default=DEFAULT_MAX_FILE_BYTES, gt=0)
     watch: WatchSettings = Field(default_factory=WatchSettings)
     hosts: dict[str, HostConfig] = Field(default_factory=dict)
     groups: dict[str, list[str]] = Field(default_factory=dict)

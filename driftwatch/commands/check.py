@@ -139,7 +139,7 @@ def _check_locked(target: Target, config: Config, store: SnapshotStore, request:
     if taken.snapshot is not None:
         after = outcome.result.after if outcome.result is not None else None
         outcome.known_bad = after or diagnose(taken.snapshot, RuleOptions.of(target.watch.focus, config.rules))
-    outcome.warnings[:0] = store.unreadable(target.name)  # each skipped file, named
+    outcome.warnings[:0] = store.unreadable(target.name) + store.ahead(target.name)  # each skipped file, named
     _textfile(request, outcome, taken.snapshot, store)  # the result first: notifications get what is left
     if alert is not None:
         written_ok = outcome.store_write_ok

@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 def load(config_path: str | None, store_path: str | None) -> tuple[Config, SnapshotStore]:
     config = load_config(config_path)
     store = SnapshotStore(
-        store_path or config.store, options=config.store_options.as_dict(), local_name=config.local_host_name()
+        store_path or config.store, options=config.store_options.as_dict(), local_name=config.local_host_name(),
+        max_bytes=config.max_snapshot_bytes,
     )
     return config, store
 

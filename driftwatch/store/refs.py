@@ -7,20 +7,19 @@ import re
 from itertools import islice
 from pathlib import Path
 
-from driftwatch.errors import StoreError, UserError
+from driftwatch.errors import UserError
 from driftwatch.model import Snapshot
+from driftwatch.store.backend import DEFAULT_MAX_FILE_BYTES
+from driftwatch.store.local import read_file
 from driftwatch.store.names import is_timestamp_prefix, order_key
 from driftwatch.store.snapshots import SnapshotStore, StoredSnapshot, parse_snapshot
 
 
-def load_snapshot(path: str | Path) -> Snapshot:
-    """Read and validate one local snapshot file; every failure names the file."""
+def load_snapshot(path: str | Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> Snapshot:
+    """Read and validate one local snapshot file (a regular file, at most ``max_bytes``);
+    every failure names the file."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise StoreError(f"{path}: cannot read snapshot: {exc.strerror or exc}") from exc
-    return parse_snapshot(raw, path)
+    return parse_snapshot(read_file(path, max_bytes), path)
 
 
 def parse_ref(ref: str) -> tuple[str, str]:
@@ -49,7 +48,7 @@ def resolve_ref(store: SnapshotStore, ref: str) -> StoredSnapshot:
             raise UserError(f"{ref}: not a file of the snapshot store {store.root}")
         return StoredSnapshot(ref, store.load(ref))
     if _is_file_ref(ref):
-        return StoredSnapshot(Path(ref), load_snapshot(ref))
+        return StoredSnapshot(Path(ref), load_snapshot(ref, store.backend.max_bytes))
     host, selector = parse_ref(ref)
     paths = store.paths(host)
     name = _shown_host(store, host)
