@@ -56,7 +56,7 @@ def resolve_ref(store: SnapshotStore, ref: str) -> StoredSnapshot:
         known = ", ".join(store.hosts()) or "none"
         raise UserError(f"no snapshots of {name} in {store.root} (hosts with snapshots: {known})")
     if selector == "latest" or re.fullmatch(r"~\d+", selector):
-        back = 0 if selector == "latest" else int(selector[1:])
+        back = 0 if selector == "latest" else min(int(selector[1:]), len(paths))  # ~99999999999999999999
         found = list(islice(store.newest_first(host), back + 1))
         if len(found) <= back:
             raise UserError(f"{ref}: only {len(found)} readable snapshot(s) of {name}{_skipped(store, host)}")
