@@ -142,6 +142,13 @@ def parse_config(text: str, *, source: str = "<config>") -> Config:
         config.ignore, config.rules = (_tables(key, tables.get(key)) for key in ("ignore", "rules"))
     except ValidationError as exc:
         raise UserError(f"{source}: {_first_error(exc)}") from exc
+    local = config.hosts.get(LOCAL)
+    if local is not None and local.address is not None:  # `local` never connects: it would go unused
+        raise UserError(
+            f"{source}: hosts.local.address: `local` is this machine, read without SSH; to reach "
+            f"{local.address} give it a name of its own ([hosts.NAME] with address = ...). "
+            "[hosts.local] may set [watch] keys for this machine"
+        )
     for group, members in config.groups.items():
         unknown = [m for m in members if m not in config.hosts and m not in config.groups]
         if unknown:

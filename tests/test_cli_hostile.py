@@ -96,3 +96,19 @@ def test_a_missing_or_full_temp_folder_is_not_blamed_on_the_driver_or_the_repo(
         code, snap, _ = snapshot(capsys)
     assert code == 0
     assert_read_as_it_is(snap, tmp_path / "repo", digest)
+
+
+def test_an_address_for_local_is_refused_not_ignored(
+    sshd: Sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Meant: snapshot the sshd host under the name `local`. It used to snapshot this machine.
+    (tmp_path / "driftwatch.toml").write_text(f'[hosts.local]\naddress = "{sshd.destination}"\n')
+    monkeypatch.chdir(tmp_path)
+    assert main(["snapshot", "local"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err == (
+        f"driftwatch: error: driftwatch.toml: hosts.local.address: `local` is this machine, read without SSH; "
+        f"to reach {sshd.destination} give it a name of its own ([hosts.NAME] with address = ...). "
+        "[hosts.local] may set [watch] keys for this machine\n"
+    )
+    assert not (tmp_path / "snapshots").exists()

@@ -102,3 +102,9 @@ def test_store_options_take_where_and_how_never_a_secret() -> None:
         assert "\n" not in str(info.value) and "AKIA" not in str(info.value)
     with pytest.raises(UserError, match="store_options.bucket"):
         parse_config('[store_options]\nbucket = "x"\n')
+
+
+def test_hosts_local_sets_this_machines_watch_keys() -> None:
+    config = parse_config('[hosts.local]\nrepos = ["/srv/sglang"]\n')
+    [target] = resolve_targets(config, ["local"])
+    assert target.is_local and target.watch.repos == ["/srv/sglang"]
