@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,6 +22,7 @@ if TYPE_CHECKING:
 
     from driftwatch.triage.apply import RuleUse
 
+HTML_MODE = 0o644
 # rich is imported when something is printed, not at start-up: `snapshot` imports it
 # while the target's command agent is still starting (see commands/snapshot.py).
 
@@ -118,14 +118,12 @@ def html_path(name: str | None) -> Path | None:
 
 
 def write_html(path: Path | None, page: Callable[[], str]) -> None:
-    """Write the page to ``path`` whole or not at all (temp file, then rename), as a file
-    the shell's ``>`` would make: mode 0666 less the umask."""
+    """Write the page to ``path`` whole or not at all (temp file, then rename), mode 0644
+    whatever the umask: a report to read and attach, never one anybody may rewrite."""
     if path is None:
         return
     data = page().encode("utf-8")
-    umask = os.umask(0o022)
-    os.umask(umask)
     try:
-        replace_file(path, data, mode=0o666 & ~umask)
+        replace_file(path, data, mode=HTML_MODE)
     except OSError as exc:
         raise UserError(f"cannot write --html {path}: {exc.strerror or exc}") from exc
