@@ -25,14 +25,14 @@ from tests.mountns import bind_prefix, need_bind_mounts
 from tests.sshd import Sshd, find_sshd, start_sshd
 
 # The login shells Debian packages (`.ci/run` installs tcsh, csh, zsh and fish).
-SHELLS = ("/bin/bash", "/bin/dash", "/usr/bin/zsh", "/usr/bin/fish", "/usr/bin/tcsh", "/usr/bin/csh")
+SHELLS = ("/bin/bash", "/bin/dash", "/usr/bin/zsh", "/usr/bin/fish", "/usr/bin/tcsh", "/bin/bsd-csh")
 # The file each of them reads for a non-interactive `SHELL -c COMMAND` from sshd.
 STARTUP_FILE = {
     "bash": ".bashrc",  # Debian's bash reads it when sshd starts it
     "zsh": ".zshenv",
     "fish": ".config/fish/config.fish",
     "tcsh": ".tcshrc",
-    "csh": ".cshrc",
+    "bsd-csh": ".cshrc",  # BSD csh (package csh): with tcsh installed, `csh` may be either
 }
 
 
@@ -40,7 +40,8 @@ def need_shell(shell: str) -> str:
     """``shell``'s real path, or skip: the shells come from Debian's packages."""
     found = shutil.which(shell)
     if found is None:
-        pytest.skip(f"{shell} is not installed (apt-get install {Path(shell).name}; .ci/run does it)")
+        package = {"bsd-csh": "csh"}.get(Path(shell).name, Path(shell).name)
+        pytest.skip(f"{shell} is not installed (apt-get install {package}; .ci/run does it)")
     return found
 
 

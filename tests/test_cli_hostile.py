@@ -61,7 +61,7 @@ def assert_read_as_it_is(snap: dict, repo: Path, digest: str) -> None:
 @pytest.mark.parametrize(
     "shell,profile",
     [("/bin/bash", XTERM_TITLE), ("/bin/bash", 'echo \'{"hello": 1, "pid": 1}\'\nread line\n'),
-     ("/usr/bin/tcsh", 'echo "Welcome to the GPU cluster"\n'), ("/usr/bin/csh", ""),
+     ("/usr/bin/tcsh", 'echo "Welcome to the GPU cluster"\n'), ("/bin/bsd-csh", ""),
      ("/usr/bin/fish", "echo -n (set_color normal)\n"), ("/usr/bin/zsh", XTERM_TITLE)],
     ids=["bash-xterm-title", "bash-own-hello-reads-stdin", "tcsh", "csh", "fish", "zsh-xterm-title"],
 )

@@ -27,7 +27,7 @@ XTERM_TITLE = 'printf "\\033]0;gpu-box\\007"\n'  # the common ~/.bashrc line: no
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("shell", SHELLS, ids=[Path(s).name for s in SHELLS])
+@pytest.mark.parametrize("shell", SHELLS, ids=[Path(s).name.replace("bsd-", "") for s in SHELLS])
 def test_every_login_shell_runs_the_command_as_sent(tmp_path: Path, shell: str, mode: str) -> None:
     with login_host(tmp_path, shell=shell) as host, host.transport(use_agent=mode == "agent") as transport:
         result = transport.run(TRICKY, timeout=20, stdin=b"the input\nline two\n")
