@@ -29,6 +29,9 @@ DEFAULT_ENV = [
     "NVSHMEM_*", "UCX_*", "GLOO_*", "MASTER_ADDR", "MASTER_PORT",
 ]
 
+# Running servers recorded by default: substrings of a process's command line.
+DEFAULT_PROCESSES = ["sglang.launch_server", "sglang serve", "vllm serve", "vllm.entrypoints.openai.api_server"]
+
 
 class WatchSettings(BaseModel):
     """Per-host watch list. Paths with ``~`` expand on the target."""
@@ -40,14 +43,7 @@ class WatchSettings(BaseModel):
     repos: list[str] = Field(default_factory=list)
     files: list[str] = Field(default_factory=list)
     env: list[str] = Field(default_factory=lambda: list(DEFAULT_ENV))
-    processes: list[str] = Field(
-        default_factory=lambda: [
-            "sglang.launch_server",
-            "sglang serve",
-            "vllm serve",
-            "vllm.entrypoints.openai.api_server",
-        ]
-    )
+    processes: list[str] = Field(default_factory=lambda: list(DEFAULT_PROCESSES))
     logs: list[str] = Field(default_factory=list)
     # Compile and JIT cache directories (~ and $USER expand on the target). Known ones are
     # also followed where the login or a server's environment moves them (TRITON_CACHE_DIR).
