@@ -421,7 +421,38 @@ def main(argv: list[str] | None = None) -> int:
     except DriftwatchError as exc:
         _print_error(f"driftwatch: error: {exc}")
         return EXIT_ERROR
+    except OSError as exc:  # a store or file this user may not read: one line, never a traceback
+        _print_error(f"driftwatch: error: {os_error_line(exc)}")
+        return EXIT_ERROR
     return result if isinstance(result, int) else EXIT_OK
+
+
+def os_error_line(exc: OSError) -> str:
+    """``cannot access snapshots/.driftwatch-layout: Permission denied (owned by root; …)``."""
+    import errno
+
+    what = f"cannot access {exc.filename}" if exc.filename else "cannot access a file"
+    line = f"{what}: {exc.strerror or exc}"
+    if exc.errno in (errno.EACCES, errno.EPERM) and exc.filename:
+        owner = _owner(str(exc.filename))
+        line += (f" (owned by {owner}: " if owner else " (") + (
+            "a store is private to the user who wrote it; run as that user, or --store one of your own)")
+    return line
+
+
+def _owner(path: str) -> str | None:
+    import pwd
+
+    for candidate in (path, os.path.dirname(path) or "."):
+        try:
+            uid = os.stat(candidate).st_uid
+        except OSError:
+            continue
+        try:
+            return pwd.getpwuid(uid).pw_name
+        except KeyError:
+            return f"uid {uid}"
+    return None
 
 
 def _print_error(*lines: str) -> None:

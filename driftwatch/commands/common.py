@@ -36,6 +36,17 @@ def load(config_path: str | None, store_path: str | None) -> tuple[Config, Snaps
     return config, store
 
 
+def store_origin(config: Config, store_path: str | None) -> str:
+    """Where the store a command read came from: ``--store``, a config file, or the default."""
+    if store_path:
+        return "from --store"
+    if config.source and "store" in config.model_fields_set:
+        return f"from {config.source}"
+    found = f" (the config {config.source} sets none)" if config.source else (
+        " (no ./driftwatch.toml nor ~/.config/driftwatch/config.toml)")
+    return f"the default, relative to this folder{found}"
+
+
 def stdout_console() -> Console:
     from rich.console import Console
 

@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
-from driftwatch.commands.common import load, print_json, stdout_console, store_warnings
+from pathlib import Path
+
+from driftwatch.commands.common import load, print_json, stdout_console, store_origin, store_warnings, warn
 from driftwatch.errors import UserError
 from driftwatch.report.snapshots import print_list
 from driftwatch.store import ListedSnapshot, resolve_ref
 
 
 def run_list(host: str | None, *, json_out: bool, config_path: str | None, store_path: str | None) -> int:
-    _, store = load(config_path, store_path)
+    config, store = load(config_path, store_path)
+    where = f"{store.root} ({store_origin(config, store_path)})"
+    if isinstance(store.root, Path) and not store.root.exists():
+        raise UserError(f"snapshot store {where} does not exist")
     with store_warnings(store):
         # One listing of the host's prefix, or of the whole store: never one per host.
         found = {store.name_of(host): store.paths(host)} if host else store.inventory()
         if host and not found[store.name_of(host)]:
-            raise UserError(f"no snapshots of {host!r} in {store.root} (hosts: {', '.join(store.hosts()) or 'none'})")
+            raise UserError(f"no snapshots of {host!r} in {where} (hosts: {', '.join(store.hosts()) or 'none'})")
+    if not found:
+        warn(f"snapshot store {where} has no snapshots")
     # Each file's head (its time and labels) and size, never the whole file: 20,000 of a
     # host are listed in seconds, in the memory of one row each.
     rows = [(name, store.listed(path)) for name, paths in found.items() for path in paths]

@@ -49,6 +49,8 @@ def resolve_ref(store: SnapshotStore, ref: str) -> StoredSnapshot:
         return StoredSnapshot(ref, store.load(ref))
     if _is_file_ref(ref):
         return StoredSnapshot(Path(ref), load_snapshot(ref, store.backend.max_bytes))
+    if "@" not in ref:
+        raise UserError(_bare_host(store, ref))
     host, selector = parse_ref(ref)
     paths = store.paths(host)
     name = _shown_host(store, host)
@@ -76,6 +78,17 @@ def resolve_ref(store: SnapshotStore, ref: str) -> StoredSnapshot:
         f"{ref}: no readable snapshot of {name} labelled or timed {selector!r} "
         f"(labels: {labels}; also latest, ~N){_skipped(store, host)}"
     )
+
+
+def _bare_host(store: SnapshotStore, word: str) -> str:
+    """A bare word is no REF (``diff gpu01 gpu01@latest`` is a likely typo for gpu01@good):
+    say what it could have meant."""
+    if os.sep in word:
+        return f"{word}: no such snapshot file"
+    labels = store.labels(word) if store.paths(word) else []
+    named = f"{word}@<label> ({', '.join(labels)})" if labels else f"{word}@<label>"
+    return (f"{word!r} names no snapshot: write {word}@latest, {word}@~N, {named}, "
+            f"{word}@<timestamp> or a snapshot file")
 
 
 def _shown_host(store: SnapshotStore, host: str) -> str:
