@@ -47,16 +47,30 @@ def store_origin(config: Config, store_path: str | None) -> str:
     return f"the default, relative to this folder{found}"
 
 
+# Off a terminal (cron mail, `| less`, CI logs) nothing is wrapped: a bus id or a snapshot
+# file name broken mid-word at rich's default 80 columns cannot be searched or pasted.
+UNWRAPPED = 1 << 16
+
+
+def _width(stream: Any) -> int | None:
+    """None (rich asks the terminal, or COLUMNS) on a terminal; too wide to wrap elsewhere."""
+    try:
+        terminal = stream.isatty()
+    except (AttributeError, ValueError):
+        terminal = False
+    return None if terminal or os.environ.get("COLUMNS") else UNWRAPPED
+
+
 def stdout_console() -> Console:
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=True)
+    return Console(highlight=False, soft_wrap=True, width=_width(sys.stdout))
 
 
 def stderr_console() -> Console:
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return Console(stderr=True, highlight=False, soft_wrap=True, width=_width(sys.stderr))
 
 
 def print_json(document: Any) -> None:
