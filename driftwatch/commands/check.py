@@ -23,7 +23,7 @@ from driftwatch.explain.known_bad import sentence
 from driftwatch.errors import StoreError, UserError
 from driftwatch.model import Snapshot
 from driftwatch.cron.notify import send, validate_destination
-from driftwatch.report.diff import headline
+from driftwatch.report.diff import HEADLINE_MAX, headline
 from driftwatch.report.nhc import nhc_line
 from driftwatch.report.safe import clean
 from driftwatch.cron.retention import save_deduplicated
@@ -226,7 +226,8 @@ def alert_payload(host: str, baseline: str, kind: AlertKind, result: DiffResult)
         decided = [f"{result.summary[k]} {k}" for k in ("accepted", "ignored") if result.summary.get(k)]
         text = f"driftwatch: {host} is back on its {baseline!r} baseline (resolved{'; ' if decided else ''}{', '.join(decided)})"
     else:
-        text = f"driftwatch: {host} drifted from its {baseline!r} baseline: {headline(result)}"
+        lead = f"driftwatch: {host} drifted from its {baseline!r} baseline: "
+        text = lead + headline(result, limit=max(HEADLINE_MAX - len(lead), 80))
     return {"text": text, "host": host, "baseline": baseline, "status": kind.value, **result.to_json()}
 
 
