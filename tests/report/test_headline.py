@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from driftwatch.commands.check import alert_payload
 from driftwatch.cron.alerts import AlertKind
-from driftwatch.diff import diff_snapshots
+from driftwatch.explain import diff_snapshots
 from driftwatch.report.diff import headline
 from tests.diff.builders import make_snapshot
 from tests.diff.test_launch import SGLANG, logs, processes
