@@ -6,6 +6,7 @@ then built-in defaults, which are enough to snapshot ``local`` or any SSH host.
 
 from __future__ import annotations
 
+import difflib
 import re
 import socket
 import sys
@@ -138,7 +139,10 @@ def parse_config(text: str, *, source: str = "<config>") -> Config:
     try:
         config = Config.model_validate({**data, "source": source})
         for name in config.hosts:
-            host_watch(config, name)  # validate overrides now, not mid-snapshot
+            try:
+                host_watch(config, name)  # validate overrides now, not mid-snapshot
+            except ValidationError as exc:
+                raise UserError(f"{source}: hosts.{name}.{_first_error(exc, WatchSettings, HostConfig)}") from exc
         config.ignore, config.rules = (_tables(key, tables.get(key)) for key in ("ignore", "rules"))
     except ValidationError as exc:
         raise UserError(f"{source}: {_first_error(exc)}") from exc
@@ -182,13 +186,29 @@ def _refuse_secrets(data: dict[str, Any], source: str) -> None:
         )
 
 
-def _first_error(exc: ValidationError) -> str:
+def _first_error(exc: ValidationError, *models: type[BaseModel]) -> str:
     err = exc.errors()[0]
     loc = list(err["loc"])
     if len(loc) >= 2 and loc[0] == "ignore" and isinstance(loc[1], int):
         loc[:2] = [f"[[ignore]] #{loc[1] + 1}"]  # as the reader counts the tables in the file
     where = ".".join(str(p) for p in loc)
-    return f"{where}: {err['msg'].removeprefix('Value error, ')}"
+    message = f"{where}: {err['msg'].removeprefix('Value error, ')}"
+    if err["type"] == "extra_forbidden" and loc:
+        known = _known_keys(loc[:-1], models or (Config,))
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+        message = f"{where}: unknown key" + (f"; did you mean {close[0]!r}?" if close else
+                                             f" (known: {', '.join(sorted(known))})")
+    return message
+
+
+def _known_keys(parents: list[Any], models: tuple[type[BaseModel], ...]) -> list[str]:
+    """The keys allowed where an unknown key sits: ``watch.pyhton`` → WatchSettings' fields."""
+    nested = {"watch": WatchSettings, "store_options": StoreOptions}
+    if parents and parents[0] in nested:
+        models = (nested[parents[0]],)
+    elif parents and parents[0] == "hosts":
+        models = (WatchSettings, HostConfig)
+    return sorted({name for model in models for name in model.model_fields if name != "source"})
 
 
 def host_watch(config: Config, name: str) -> WatchSettings:
