@@ -342,7 +342,7 @@ def accept(
 
 @app.command(cls=Command, short_help="Known-bad states of a host, each with its fix and reference.")
 def doctor(
-    targets: Annotated[list[str], typer.Argument(metavar="TARGET|REF", help="A host to snapshot now (and store), or a stored snapshot: HOST@LABEL, HOST@latest, HOST@~N, a file.", show_default=False)],
+    targets: Annotated[list[str], typer.Argument(metavar="TARGET|REF", help="A host to snapshot now (and store), or a stored snapshot: HOST@LABEL, HOST@latest, HOST@~N, HOST@<timestamp prefix> or a file.", show_default=False)],
     json_out: JsonOpt = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Markdown, for pasting into an issue.")] = False,
     timeout: Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", help="Per-probe deadline in seconds (for targets snapshotted now).", min=0.1)] = None,
