@@ -189,12 +189,13 @@ def _refuse_secrets(data: dict[str, Any], source: str) -> None:
 def _first_error(exc: ValidationError, *models: type[BaseModel]) -> str:
     err = exc.errors()[0]
     loc = list(err["loc"])
+    parents = loc[:-1]
     if len(loc) >= 2 and loc[0] == "ignore" and isinstance(loc[1], int):
         loc[:2] = [f"[[ignore]] #{loc[1] + 1}"]  # as the reader counts the tables in the file
     where = ".".join(str(p) for p in loc)
     message = f"{where}: {err['msg'].removeprefix('Value error, ')}"
     if err["type"] == "extra_forbidden" and loc:
-        known = _known_keys(loc[:-1], models or (Config,))
+        known = _known_keys(parents, models or (Config,))
         close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
         message = f"{where}: unknown key" + (f"; did you mean {close[0]!r}?" if close else
                                              f" (known: {', '.join(sorted(known))})")
@@ -203,7 +204,10 @@ def _first_error(exc: ValidationError, *models: type[BaseModel]) -> str:
 
 def _known_keys(parents: list[Any], models: tuple[type[BaseModel], ...]) -> list[str]:
     """The keys allowed where an unknown key sits: ``watch.pyhton`` → WatchSettings' fields."""
-    nested = {"watch": WatchSettings, "store_options": StoreOptions}
+    from driftwatch.rules.versions import VersionRule
+    from driftwatch.triage.ignore import IgnoreRule
+
+    nested = {"watch": WatchSettings, "store_options": StoreOptions, "rules": VersionRule, "ignore": IgnoreRule}
     if parents and parents[0] in nested:
         models = (nested[parents[0]],)
     elif parents and parents[0] == "hosts":

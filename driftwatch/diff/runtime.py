@@ -140,7 +140,8 @@ def _errors(where: str, old: Any, new: Any) -> list[Change]:
         changes.append(Change("log", f"{where}: {kind}" + (f" ({detail})" if detail and detail != kind else ""), None,
                               error.get("message"), Severity.high,
                               f"new {kind} error in {where}{ranks}: {fmt.ends(error.get('message'))}",
-                              magnitude=float(len(CAUSE_ORDER) - order), symptom=True, mentions=_mentions(error)))
+                              magnitude=float(len(CAUSE_ORDER) - order), symptom=True, mentions=_mentions(error),
+                              headline=f"new {kind} error{ranks}: {fmt.ends(error.get('message'), 120)}"))
     return changes
 
 

@@ -47,8 +47,9 @@ def headline(result: DiffResult, limit: int | None = None) -> str:
     room = limit or HEADLINE_MAX
     if summary.get("symptom"):  # what broke first, then why
         tail = f" ({summary['total']} {noun})"
-        # An error's specific part is at its end (the symbol, the library): keep both ends.
-        symptom = fmt.ends(re.split(r" — ", summary["symptom"], maxsplit=1)[0], room // 2)
+        # Its first sentence; one that is too long keeps both ends (an error's specific part,
+        # the symbol or the library, is at its end).
+        symptom = fmt.ends(first_clause(summary["symptom"]), room // 2)
         why = "; most likely cause: " if cause else "; no recorded change explains it"
         left = room - len(symptom) - len(why) - len(tail)
         return symptom + why + (short_cause(cause, left) if cause else "") + tail
@@ -59,11 +60,16 @@ def headline(result: DiffResult, limit: int | None = None) -> str:
 HEADLINE_MAX = 200  # characters: one sentence on a terminal's first line, in a chat alert, an HTML title
 
 
+def first_clause(text: str) -> str:
+    """Up to the first sentence's end or the first "—" aside."""
+    return re.split(r" — |\. (?=[A-Z(])", text, maxsplit=1)[0].rstrip(" .;")
+
+
 def short_cause(text: str, room: int) -> str:
     """A change's explanation as one clause for a headline: up to its first sentence or its
     first "—" aside (the known-bad state, the KV arithmetic: the report's detail has them),
     cut at a word within ``room`` characters."""
-    clause = re.split(r" — |\. (?=[A-Z(])", text, maxsplit=1)[0].rstrip(" .;")
+    clause = first_clause(text)
     if len(clause) <= room:
         return clause
     cut = clause[: room - 1].rsplit(" ", 1)[0].rstrip(" ,;:")

@@ -21,11 +21,13 @@ def incident() -> object:
 def test_the_headline_is_one_short_sentence_and_the_detail_says_each_thing_once() -> None:
     result = incident()
     line = headline(result)
-    assert len(line) <= 200 and line.startswith("5 changes; most likely cause: --mem-fraction-static set explicitly"), line
-    assert line.count("KV") <= 1 and "RuntimeError" not in line and "Not enough memory" not in line
+    # What broke first (the logged failure, once), then the cause under it, then the count.
+    assert len(line) <= 200 and line.startswith("new kv-budget error (8×): RuntimeError: Not enough memory"), line
+    assert "; most likely cause: --mem-fraction-static set explicitly to 0.55" in line and line.endswith("(5 changes)")
+    assert line.count("KV") <= 1 and line.count("Not enough memory") == 1
     [change] = [c for c in result.drift_changes if c.item == "mem_fraction_static"]
     detail = change.explanation  # the CRITICAL line: the KV arithmetic, the failure and the fix, once each
     assert detail.count("Not enough memory") == 1 and detail.count("cannot start") == 1, detail
     assert "Fix: raise --mem-fraction-static" in detail
     alert = alert_payload("gpu01", "good", AlertKind.drift, result)
-    assert len(alert["text"]) <= 200 and alert["text"].endswith("the good run auto-detected 0.88")
+    assert len(alert["text"]) <= 200 and "most likely cause: --mem-fraction-static set explicitly to 0.55" in alert["text"]
