@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from driftwatch.diff import (
-    caches, containers, cuda, driver, files, git, gpu, libraries, models, nccl_conf, packages, runtime, system,
+    caches, containers, cuda, driver, files, git, gpu, libraries, models, modules, nccl_conf, packages, runtime, system,
 )
 from driftwatch.diff.change import Change, DiffOptions
 from driftwatch.diff.commits import fold_commits
@@ -27,6 +27,7 @@ AREA_RULES: dict[str, tuple[Rule, frozenset[str]]] = {
     "system": (system.diff_system, system.KEYS),
     "gpu": (gpu.diff_gpu, gpu.KEYS),
     "driver": (driver.diff_driver, driver.KEYS),
+    "modules": (modules.diff_modules, modules.KEYS),
     "cuda": (cuda.diff_cuda, cuda.KEYS),
     "python": (packages.diff_python, packages.KEYS),
     "git": (git.diff_git, git.KEYS),

@@ -13,6 +13,7 @@ from driftwatch.probes.gpu import GpuProbe
 from driftwatch.probes.libraries import LibrariesProbe
 from driftwatch.probes.logs import LogsProbe
 from driftwatch.probes.models import ModelsProbe
+from driftwatch.probes.modules import ModulesProbe
 from driftwatch.probes.nccl_conf import NcclConfProbe
 from driftwatch.probes.processes import ProcessesProbe
 from driftwatch.probes.python import PythonProbe
@@ -24,6 +25,7 @@ DEFAULT_PROBES: dict[str, Probe] = {
         SystemProbe(),
         GpuProbe(),
         DriverProbe(),
+        ModulesProbe(),
         PythonProbe(),
         CudaProbe(),
         GitProbe(),

@@ -22,6 +22,7 @@ from driftwatch.rules import (
     known_bad,
     launch,
     libraries,
+    modules,
     requirements,
     settings,
 )
@@ -44,6 +45,8 @@ RULES: dict[str, Rule] = {
     # the driver's layers
     "kernel-module-vs-userspace": driver_layers.kernel_module_vs_userspace,
     "fabric-manager": driver_layers.fabric_manager,
+    "gpudirect-rdma-missing": modules.gpudirect_rdma_missing,
+    "nccl-misses-nvidia-peermem": modules.nccl_misses_peermem,
     # how the server is launched
     "kv-budget-sglang": launch.sglang_budget,
     "kv-budget-vllm": launch.vllm_budget,
