@@ -21,7 +21,7 @@ import pytest
 from driftwatch.collect import run_probe
 from driftwatch.model import ProbeStatus
 from driftwatch.probes.base import ProbeContext, load_script
-from driftwatch.probes.libraries import MAX_HASH_BYTES, LibrariesProbe
+from driftwatch.probes.libraries import MAX_HASH_BYTES, PRELUDES, LibrariesProbe
 from driftwatch.settings import WatchSettings
 from driftwatch.transport.local import LocalTransport
 from tests.elfs import build_library
@@ -253,7 +253,7 @@ def test_no_process_patterns_means_no_servers_and_no_error(tmp_path: Path) -> No
 
 
 def run_collector(request: dict[str, Any], python: str = sys.executable) -> dict[str, Any]:
-    code = load_script("elf_identity.py") + "\n\n" + load_script("libraries_collect.py")
+    code = "\n\n".join(load_script(name) for name in (*PRELUDES, "libraries_collect.py"))
     run = subprocess.run([python, "-I", "-S", "-c", code], input=json.dumps(request).encode(),
                          capture_output=True, check=True, timeout=30)
     result: dict[str, Any] = json.loads(run.stdout)
