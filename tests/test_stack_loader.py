@@ -4,6 +4,8 @@
   libcusparse.so.12 from nvidia-cusparse-cu12 finds /usr/local/cuda-12.1/lib64's copy
   before its own RUNPATH, and `import torch` fails with `undefined symbol:
   __nvJitLinkComplete_12_4, version libnvJitLink.so.12` (pytorch #140797, PR #141063);
+* a torch installed with pip --user long ago shadows the venv's once the venv is recreated
+  with --system-site-packages: site.py puts the user site before the venv's site-packages.
 
 The libraries are real ELF files compiled with their SONAMEs, DT_NEEDED and RUNPATH as the
 nvidia wheels ship them, installed by pip from real wheels; the LD_LIBRARY_PATH comes from
@@ -13,6 +15,8 @@ the session user's ~/.profile, read by the real login shell.
 from __future__ import annotations
 
 import json
+import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -121,3 +125,58 @@ def test_a_server_that_mapped_the_toolkits_copy_says_which_step_found_it(
         f"wheels' nvidia/nvjitlink/lib/libnvJitLink.so.12 (nvidia-nvjitlink-cu12 12.4.127): another copy is found "
         f"first: libcusparse.so.12 finds it through LD_LIBRARY_PATH ({lib64}), which ld.so searches before "
         "libcusparse.so.12's RUNPATH $ORIGIN/../../nvjitlink/lib")
+
+
+@pytest.fixture
+def user_site(sshd: Sshd) -> Iterator[Path]:
+    """~/.local/lib/pythonX.Y/site-packages of the shared sshd's session user, removed after."""
+    local = sshd.workdir / "home" / ".local"
+    site = local / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    site.mkdir(parents=True)
+    try:
+        yield site
+    finally:
+        shutil.rmtree(local)
+
+
+def test_venv_with_system_site_packages_imports_the_user_sites_torch_once_its_own_is_gone(
+    gpu_host: tuple[Path, Servers], user_site: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]  # noqa: F811
+) -> None:
+    python, _ = gpu_host
+    venv_site = site_packages(tmp_path / "venv")
+    # Months ago: pip install --user torch==2.3.0. The venv, created with --system-site-packages,
+    # sees the user site after its own site-packages: its own torch 2.8.0 wins.
+    write_dist_info(user_site, "torch", "torch", "2.3.0", [], {"torch/__init__.py": "", "torch/version.py": ""})
+    cfg = tmp_path / "venv" / "pyvenv.cfg"
+    cfg.write_text(cfg.read_text().replace("include-system-site-packages = false", "include-system-site-packages = true"))
+
+    def reinstall_that_stopped_halfway() -> None:  # pip uninstall torch, then the install failed
+        shutil.rmtree(next(venv_site.glob("torch-*.dist-info")))
+        shutil.rmtree(venv_site / "torch")
+        write_dist_info(venv_site, "rich", "rich", "13.9.4", [], {"rich/__init__.py": ""})  # innocent
+
+    changes, first_line = snapshot_and_diff(capsys, reinstall_that_stopped_halfway)
+    # First: torch's version line, which the finding ties to the user site with its mechanism.
+    top = changes[0]
+    assert (top["category"], top["item"], top["severity"]) == ("package", "torch", "high")
+    assert top["explanation"].startswith("torch 2.8.0+cu128 → 2.3.0")
+    mechanism = (f"{python} imports torch 2.3.0 from {user_site}, a copy outside the environment: it is the user "
+                 "site-packages, which this venv sees because it includes system site packages (pyvenv.cfg)")
+    assert f"— known-bad state (observed): {mechanism}" in top["explanation"]
+    assert "user site-packages" in first_line
+    [moved] = [c for c in changes if c["item"] == f"torch (sys.path, {python})"]
+    assert moved["explanation"].startswith(
+        f"torch is now imported from {user_site} (2.3.0) by {python}, where it came from {venv_site} (2.8.0+cu128): "
+        "it is the user site-packages, which this venv sees because it includes system site packages (pyvenv.cfg)")
+    capsys.readouterr()
+    assert main(["doctor", "testhost@latest", "--json"]) == 2
+    [report] = json.loads(capsys.readouterr().out)
+    found = [f for f in report["findings"] if f["rule"] == "shadowed-package"]
+    assert len(found) == 1, [f["why"] for f in found]
+    [finding] = found
+    assert finding["why"].startswith(f"{python} imports torch 2.3.0 from {user_site}, a copy outside the environment")
+    assert "PYTHONNOUSERSITE=1" in finding["fix"]
+    capsys.readouterr()
+    assert main(["doctor", "testhost@good", "--json"]) in (0, 2)
+    [report] = json.loads(capsys.readouterr().out)
+    assert not [f for f in report["findings"] if f["rule"] == "shadowed-package"]

@@ -18,6 +18,7 @@ from driftwatch.rules import (
     containers,
     driver_cuda,
     driver_layers,
+    imports,
     gpu_state,
     known_bad,
     launch,
@@ -36,6 +37,7 @@ RULES: dict[str, Rule] = {
     "driver-below-cuda-build": driver_cuda.driver_below_builds,
     "green-contexts-need-driver": driver_cuda.green_contexts,
     "unmet-requirement": requirements.unmet_requirements,
+    "shadowed-package": imports.shadowed_packages,
     "known-bad-version": known_bad.known_bad_versions,
     # the stack as loaded (libraries, caches)
     "file-two-owners": libraries.file_two_owners,
