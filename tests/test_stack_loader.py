@@ -180,3 +180,29 @@ def test_venv_with_system_site_packages_imports_the_user_sites_torch_once_its_ow
     assert main(["doctor", "testhost@good", "--json"]) in (0, 2)
     [report] = json.loads(capsys.readouterr().out)
     assert not [f for f in report["findings"] if f["rule"] == "shadowed-package"]
+
+
+def test_a_stale_torchrun_in_local_bin_beside_the_venvs(
+    gpu_host: tuple[Path, Servers], user_site: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]  # noqa: F811
+) -> None:
+    python, _ = gpu_host
+    venv_bin = tmp_path / "venv" / "bin"
+    (venv_bin / "torchrun").write_text(f"#!{python}\nfrom torch.distributed.run import main\nmain()\n")
+    local_bin = user_site.parents[2] / "bin"  # ~/.local/bin
+
+    def pip_install_user_torch() -> None:  # pip install --user torch with the system python, long ago
+        local_bin.mkdir()
+        (local_bin / "torchrun").write_text("#!/usr/bin/python3\nfrom torch.distributed.run import main\nmain()\n")
+
+    changes, _ = snapshot_and_diff(capsys, pip_install_user_torch)
+    top = changes[0]
+    assert (top["category"], top["item"]) == ("python", f"{local_bin}/torchrun")
+    assert top["explanation"].startswith(
+        f"{local_bin}/torchrun appeared (#!/usr/bin/python3), a command {python}'s environment has too: a login "
+        "shell whose PATH has ~/.local/bin first (Ubuntu's ~/.profile prepends it) runs this one: it runs "
+        f"/usr/bin/python3, not {python}")
+    capsys.readouterr()
+    assert main(["doctor", "testhost@latest", "--json"]) == 2
+    [report] = json.loads(capsys.readouterr().out)
+    [finding] = [f for f in report["findings"] if f["rule"] == "user-bin-shadows-command"]
+    assert finding["why"].startswith(f"{local_bin}/torchrun shadows {python}'s torchrun")

@@ -14,7 +14,7 @@ from typing import Any
 
 from driftwatch.diff.change import Change, Severity
 from driftwatch.facts import fmt
-from driftwatch.facts.imports import imported_elsewhere, why_first
+from driftwatch.facts.imports import imported_elsewhere, user_bin_effect, why_first
 from driftwatch.facts.read import Facts, as_dict
 
 
@@ -26,6 +26,7 @@ def diff_imports(interp: str, old: Facts, new: Facts, old_dists: Facts, new_dist
     changes += _moved(interp, old_dists, new_dists, new)
     changes += _imports(interp, as_dict(old.get("imports")), as_dict(new.get("imports")), new_dists)
     changes += _pth(interp, as_dict(old.get("pth")), as_dict(new.get("pth")))
+    changes += _user_bin(interp, as_dict(old.get("user_bin")), as_dict(new.get("user_bin")), new_dists)
     if old.get("pythonpath") != new.get("pythonpath"):
         text = (f"PYTHONPATH for {interp} {fmt.value(old.get('pythonpath'))} → {fmt.value(new.get('pythonpath'))}: "
                 "its directories come before site-packages on sys.path")
@@ -101,6 +102,21 @@ def _imports(interp: str, old: Facts, new: Facts, dists: Facts) -> list[Change]:
             severity = Severity.low
         changes.append(Change("package", f"import {n.get('module')} ({interp})", o.get("location"),
                               n.get("location"), severity, text, magnitude=2.5))
+    return changes
+
+
+def _user_bin(interp: str, old: Facts, new: Facts, dists: Facts) -> list[Change]:
+    if old.get("error") or new.get("error"):
+        return []
+    before, after = as_dict(old.get("commands")), as_dict(new.get("commands"))
+    changes = []
+    for name in sorted(after.keys() - before.keys()):
+        text = (f"{new.get('path')}/{name} appeared (#!{fmt.value(after[name])}), a command {interp}'s environment has "
+                f"too: {user_bin_effect(interp, after[name])}")
+        changes.append(Change("python", f"{new.get('path')}/{name}", None, after[name], Severity.medium, text))
+    for name in sorted(before.keys() - after.keys()):
+        text = f"{old.get('path')}/{name} is gone: {interp}'s own {name} is the one on PATH again"
+        changes.append(Change("python", f"{old.get('path')}/{name}", before[name], None, Severity.low, text))
     return changes
 
 

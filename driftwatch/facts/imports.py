@@ -25,3 +25,12 @@ def imported_elsewhere(found: Facts, dist: Facts) -> bool:
     distribution is an editable install (whose code lives in its source tree by design)."""
     location, mine = found.get("location"), dist.get("location")
     return bool(location and mine and location != mine and not dist.get("editable"))
+
+
+def user_bin_effect(interp: str, shebang: object) -> str:
+    """What a ~/.local/bin command with the same name as one of the environment's does."""
+    other = str(shebang or "")
+    runs = (f"it runs {other.split()[0] if other else 'another interpreter'}, not {interp}" if other != interp
+            else f"it runs {interp} too")
+    return (f"a login shell whose PATH has ~/.local/bin first (Ubuntu's ~/.profile prepends it) runs this one: "
+            f"{runs}, with that interpreter's packages")

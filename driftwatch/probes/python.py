@@ -122,6 +122,7 @@ def resolution_facts(raw: Any) -> dict[str, Any]:
         "error": None,
         "pythonpath": redact_value(raw["pythonpath"]) if isinstance(raw.get("pythonpath"), str) else None,
         "user_site": raw.get("user_site"),
+        "user_bin": raw.get("user_bin"),
         "venv": raw.get("venv"),
         "pth": pth,
         "shadowed": dict(sorted((raw.get("shadowed") or {}).items())),

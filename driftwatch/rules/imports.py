@@ -80,3 +80,35 @@ def _import_elsewhere(interp: str, name: str, found: Facts, dist: Facts) -> Find
         fix="remove the other copy (or its directory from PYTHONPATH / the .pth file that adds it)",
         reference=SITE, subjects=(line, *package_subjects(name)), key=f"{interp}: import {module}",
         observed=True, restates=(line,))
+
+
+PIP_USER = "https://pip.pypa.io/en/stable/user_guide/#user-installs"
+
+
+def user_bin_commands(host: Host) -> list[Finding]:
+    """A command of the environment (torchrun, vllm) that ~/.local/bin has too, running another
+    interpreter: a login shell that puts ~/.local/bin first runs the stale one."""
+    findings = []
+    read = False
+    for interp, facts in host.interpreters().items():
+        user_bin = as_dict(as_dict(facts.get("resolution")).get("user_bin"))
+        if not user_bin or user_bin.get("error"):
+            continue
+        read = True
+        own = {interp, str(facts.get("executable") or "")}
+        for name, shebang in sorted(as_dict(user_bin.get("commands")).items()):
+            runs = str(shebang or "").split(" ")[0]
+            if runs in own:
+                continue
+            path = f"{user_bin.get('path')}/{name}"
+            findings.append(Finding(
+                severity=Severity.medium,
+                why=f"{path} shadows {interp}'s {name} on a PATH with ~/.local/bin first (Ubuntu's ~/.profile "
+                    f"prepends it): it runs {runs or 'another interpreter'} with that interpreter's packages",
+                fix=f"remove {path} (pip uninstall --user with the interpreter that installed it), or start "
+                    f"{name} by its path in the environment ({interp} -m …)",
+                reference=PIP_USER, subjects=(("python", path),), key=f"{interp}: {name}",
+                restates=(("python", path),)))
+    if not read:
+        raise Missing("no interpreter reported its user bin directory")
+    return findings

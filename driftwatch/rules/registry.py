@@ -38,6 +38,7 @@ RULES: dict[str, Rule] = {
     "green-contexts-need-driver": driver_cuda.green_contexts,
     "unmet-requirement": requirements.unmet_requirements,
     "shadowed-package": imports.shadowed_packages,
+    "user-bin-shadows-command": imports.user_bin_commands,
     "known-bad-version": known_bad.known_bad_versions,
     # the stack as loaded (libraries, caches)
     "file-two-owners": libraries.file_two_owners,

@@ -198,6 +198,43 @@ def _user_site() -> dict[str, Any]:
     return entry
 
 
+def _user_bin() -> dict[str, Any]:
+    """Commands in the user base's bin (~/.local/bin, where pip --user puts entry points) that
+    this interpreter's own bin directory has too, with the interpreter each one's #! names: a
+    login shell's PATH (Ubuntu's ~/.profile prepends ~/.local/bin) can run those instead."""
+    import site
+
+    own = os.path.dirname(sys.executable)
+    try:
+        path = os.path.join(site.getuserbase(), "bin")
+    except Exception as exc:  # noqa: BLE001
+        return {"path": None, "commands": {}, "error": str(exc)}
+    out: dict[str, Any] = {"path": path, "commands": {}, "error": None}
+    if os.path.realpath(path) == os.path.realpath(own):
+        return out
+    try:
+        mine = set(os.listdir(own))
+        names = sorted(os.listdir(path))
+    except FileNotFoundError:
+        return out
+    except OSError as exc:
+        out["error"] = exc.strerror or str(exc)
+        return out
+    for name in [n for n in names if n in mine][:MAX_PTH]:
+        head = read_bytes_head(os.path.join(path, name))
+        line = head.split(b"\n", 1)[0] if head.startswith(b"#!") else b""
+        out["commands"][name] = line[2:].decode("utf-8", "replace").strip()[:200] or None
+    return out
+
+
+def read_bytes_head(path: str, limit: int = 256) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(limit)
+    except OSError:
+        return b""
+
+
 def _venv() -> dict[str, Any] | None:
     """pyvenv.cfg's say on system site-packages, for a venv; None for a bare interpreter."""
     if sys.prefix == getattr(sys, "base_prefix", sys.prefix):
@@ -250,6 +287,7 @@ def resolution(distributions: dict[str, Any], shadowed: dict[str, Any], dirs: di
     return {
         "pythonpath": os.environ.get("PYTHONPATH"),
         "user_site": _user_site(),
+        "user_bin": _user_bin(),
         "venv": _venv(),
         "pth": _pth_files(sites),
         "shadowed": shadowed,
