@@ -81,7 +81,8 @@ def cache_from(previous: Facts) -> dict[str, list[Any]]:
     cache: dict[str, list[Any]] = {}
     for path, entry in (previous.get("files") or {}).items():
         vol = entry.get("volatile") or {}
-        if "ctime_ns" in vol and entry.get("error") != CHANGED:
+        # An ELF entry from before the loader's facts (no "dynamic") is read again, once.
+        if "ctime_ns" in vol and entry.get("error") != CHANGED and ("dynamic" in entry or entry.get("error")):
             key = [entry.get("size"), vol.get("mtime_ns"), vol["ctime_ns"], vol.get("inode")]
             cache[path] = [*key, entry.get("build_id"), entry.get("soname"), entry.get("error"), entry.get("dynamic")]
     return cache
