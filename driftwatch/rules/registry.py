@@ -18,6 +18,7 @@ from driftwatch.rules import (
     containers,
     driver_cuda,
     driver_layers,
+    gpu_power,
     imports,
     gpu_state,
     known_bad,
@@ -69,6 +70,8 @@ RULES: dict[str, Rule] = {
     "mig-on-server-gpu": gpu_state.mig_enabled,
     "other-process-on-server-gpu": gpu_state.other_process_memory,
     "free-memory-below-fraction": gpu_state.free_below_fraction,
+    "power-limit-below-default": gpu_power.power_below_default,
+    "clocks-held-while-idle": gpu_power.clocks_held_while_idle,
 }
 # Facts of an unexpected shape: the rule cannot read them, which is not a finding.
 SHAPE_ERRORS = (TypeError, AttributeError, KeyError, ValueError, IndexError)

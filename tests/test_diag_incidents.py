@@ -1,0 +1,112 @@
+"""The second round of incident classes (issue 20), each made on a real host over SSH in a
+good and a bad state with innocent changes beside it: `diff` must name the cause first,
+with its mechanism, and `doctor` must find it where one snapshot shows it.
+
+Each test gets its own sshd whose sessions have a private HOME. GPU states are real
+nvidia-smi captures replayed by the fake nvidia-smi, with the one setting the incident
+changes as the driver would then report it (tests/captures.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from driftwatch.cli import main
+from tests import test_stack_ssh as stack_ssh
+from tests.captures import H200, derive_capture
+from tests.sshd import sshd_with_home
+from tests.venvs import make_gpu_venv, site_packages, write_dist_info
+
+
+@dataclass
+class Host(stack_ssh.Host):
+    watched: Path = Path()
+
+    def configure(self, watch: str = "") -> None:
+        super().configure(f'files = ["{self.watched.parent}/*.py"]\ncaches = []\nprocesses = []\n{watch}')
+
+    def capture(self, path: Path) -> None:
+        self.sshd.fake_env(FAKE_NVIDIA_SMI_CAPTURE=str(path))
+
+    def diff(self, capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
+        capsys.readouterr()
+        assert main(["diff", "testhost@good", "testhost@latest", "--json"]) == 2
+        changes: list[dict[str, Any]] = json.loads(capsys.readouterr().out)["changes"]
+        return changes
+
+    def doctor(self, capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
+        capsys.readouterr()
+        assert main(["doctor", "testhost@latest", "--json"]) == 2
+        out = json.loads(capsys.readouterr().out)
+        reports = out if isinstance(out, list) else [out]
+        return [f for report in reports for f in report["findings"]]
+
+    def innocent_changes(self) -> None:
+        """What also happens on a host between two snapshots and explains nothing: a package
+        nothing imports is installed, a watched source file is touched with its content kept."""
+        write_dist_info(site_packages(self.root / "venv"), "tabulate", "tabulate", "0.9.0", [],
+                        {"tabulate/__init__.py": ""})
+        os.utime(self.watched, (self.watched.stat().st_atime, self.watched.stat().st_mtime + 60))
+
+
+@pytest.fixture
+def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Host]:
+    watched = tmp_path / "src" / "server_args.py"
+    watched.parent.mkdir()
+    watched.write_text("mem_fraction_static = None\n")
+    with sshd_with_home(tmp_path) as (server, home):
+        h = Host(tmp_path, home, server, make_gpu_venv(tmp_path / "venv"), watched)
+        h.capture(H200)
+        h.configure()
+        monkeypatch.chdir(tmp_path)
+        yield h
+
+
+def by_rule(findings: list[dict[str, Any]], rule: str) -> dict[str, Any]:
+    return next(f for f in findings if f["rule"] == rule)
+
+
+# --- 8. GPU power and clocks ---------------------------------------------------------------
+
+
+def test_power_limit_lowered_under_an_unchanged_stack(host: Host, capsys: pytest.CaptureFixture[str]) -> None:
+    host.snapshot("good")
+    # nvidia-smi -pl 450 (or a DCGM power policy): the requested and enforced limits move.
+    host.capture(derive_capture(host.root / "capped.txt", {"power.limit": "450.00 W",
+                                                            "enforced.power.limit": "450.00 W"}))
+    host.innocent_changes()
+    host.snapshot()
+    first = host.diff(capsys)[0]
+    assert (first["category"], first["severity"]) == ("gpu", "high")
+    assert first["explanation"].startswith(
+        "GPU 0 (H200, 00000000:83:00.0) power limit 700 W → 450 W (default 700 W, max 700 W): a lower cap "
+        "(nvidia-smi -pl, or a DCGM/datacenter power policy): under load the GPU lowers its clocks")
+    assert "known-bad state (predicted)" in first["explanation"]
+    finding = by_rule(host.doctor(capsys), "power-limit-below-default")
+    assert finding["severity"] == "medium" and finding["fix"].startswith("nvidia-smi -i 0 -pl 700")
+
+
+def test_power_brake_asserted_while_idle(host: Host, capsys: pytest.CaptureFixture[str]) -> None:
+    host.snapshot("good")
+    # The chassis asserts the external power-brake signal: NVML reports HW power brake
+    # slowdown (0x80) and HW slowdown (0x08) on an idle GPU.
+    braked = {"clocks_event_reasons.active": "0x0000000000000088", "clocks_event_reasons.gpu_idle": "Not Active",
+              "clocks_event_reasons.hw_slowdown": "Active", "clocks_event_reasons.hw_power_brake_slowdown": "Active"}
+    host.capture(derive_capture(host.root / "braked.txt", braked, phases=("idle",)))
+    host.innocent_changes()
+    host.snapshot()
+    first = host.diff(capsys)[0]
+    assert (first["category"], first["severity"]) == ("gpu", "high")
+    assert first["explanation"].startswith(
+        "known-bad state (observed): GPU 0 (H200, 00000000:83:00.0) reports hw_power_brake_slowdown while idle "
+        "(0% busy, ")
+    assert "the external power-brake signal is asserted" in first["explanation"]
+    finding = by_rule(host.doctor(capsys), "clocks-held-while-idle")
+    assert finding["severity"] == "high" and finding["evidence"] == "observed"
