@@ -5,6 +5,7 @@ from __future__ import annotations
 from driftwatch.facts import fmt
 from driftwatch.diff.change import Change, Severity
 from driftwatch.model import ProbeRecord, ProbeStatus
+from driftwatch.nvidia_errors import read_error
 
 FAILED = (ProbeStatus.error, ProbeStatus.timeout)
 
@@ -75,7 +76,8 @@ def _explain(
         severity = Severity.high if was == ProbeStatus.ok else Severity.medium
         return severity, f"{name} probe timed out ({hint}{detail}"
     if new.status == ProbeStatus.error:
-        hint = ERROR_HINTS.get(name, "its facts could not be read")
+        said = read_error(new.error) if name == "gpu" else None  # nvidia-smi names the broken layer
+        hint = said.hint() if said else ERROR_HINTS.get(name, "its facts could not be read")
         severity = Severity.high if was == ProbeStatus.ok else Severity.medium
         return severity, f"{name} probe failed{detail}: {hint}"
     if new.status == ProbeStatus.skipped:

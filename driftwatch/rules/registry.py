@@ -25,6 +25,7 @@ from driftwatch.rules import (
     launch,
     libraries,
     modules,
+    nvml,
     requirements,
     settings,
 )
@@ -51,6 +52,7 @@ RULES: dict[str, Rule] = {
     "fabric-manager": driver_layers.fabric_manager,
     "gpudirect-rdma-missing": modules.gpudirect_rdma_missing,
     "nccl-misses-nvidia-peermem": modules.nccl_misses_peermem,
+    "nvidia-smi-says": nvml.nvidia_smi_says,
     # how the server is launched
     "kv-budget-sglang": launch.sglang_budget,
     "kv-budget-vllm": launch.vllm_budget,
