@@ -11,6 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
+import subprocess
+import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +34,8 @@ from tests.venvs import make_gpu_venv, site_packages, write_dist_info
 class Host(stack_ssh.Host):
     watched: Path = Path()
 
-    def configure(self, watch: str = "") -> None:
-        super().configure(f'files = ["{self.watched.parent}/*.py"]\ncaches = []\nprocesses = []\n{watch}')
+    def configure(self, watch: str = "", processes: str = "[]") -> None:
+        super().configure(f'files = ["{self.watched.parent}/*.py"]\ncaches = []\nprocesses = {processes}\n{watch}')
 
     def capture(self, path: Path) -> None:
         self.sshd.fake_env(FAKE_NVIDIA_SMI_CAPTURE=str(path))
@@ -110,3 +115,83 @@ def test_power_brake_asserted_while_idle(host: Host, capsys: pytest.CaptureFixtu
     assert "the external power-brake signal is asserted" in first["explanation"]
     finding = by_rule(host.doctor(capsys), "clocks-held-while-idle")
     assert finding["severity"] == "high" and finding["evidence"] == "observed"
+
+
+# --- 4. engine settings that stopped meaning anything --------------------------------------
+
+# vllm/envs.py as vLLM 0.10 ships it (the entry reads the variable), and 0.21's without it.
+ENVS_0_10 = ('import os\nenvironment_variables = {\n    "VLLM_ATTENTION_BACKEND":\n'
+             '    lambda: os.getenv("VLLM_ATTENTION_BACKEND", None),\n'
+             '    "VLLM_LOGGING_LEVEL": lambda: os.getenv("VLLM_LOGGING_LEVEL", "INFO").upper(),\n}\n')
+ENVS_0_21 = ('import os\nenvironment_variables = {\n'
+             '    "VLLM_LOGGING_LEVEL": lambda: os.getenv("VLLM_LOGGING_LEVEL", "INFO").upper(),\n}\n')
+# The lines vLLM prints at start-up (formats of vllm-project/vllm#46169 and #50292).
+LOG = ("(APIServer pid={pid}) INFO 07-29 10:00:00 [api_server.py:1839] vLLM API server version {version}\n"
+       "(APIServer pid={pid}) INFO 07-29 10:00:00 [utils.py:233] non-default args: {{'model': 'Qwen/Qwen3-8B'}}\n"
+       "(EngineCore_DP0 pid={pid}) INFO 07-29 10:00:05 [cuda.py:280] Using {backend} backend.\n")
+
+
+@dataclass
+class VllmServer:
+    host: Host
+    log: Path
+    name: str
+    process: subprocess.Popen[bytes] | None = None
+
+    def install(self, version: str, envs: str) -> None:
+        site = site_packages(self.host.root / "venv")
+        for old in site.glob("vllm-*.dist-info"):
+            shutil.rmtree(old)
+        shutil.rmtree(site / "vllm", ignore_errors=True)
+        server = "import time\nwhile True:\n    time.sleep(1)\n"
+        write_dist_info(site, "vllm", "vllm", version, ["torch"], {
+            "vllm/__init__.py": "", "vllm/envs.py": envs, "vllm/entrypoints/__init__.py": "",
+            "vllm/entrypoints/openai/__init__.py": "", "vllm/entrypoints/openai/api_server.py": server})
+
+    def start(self, version: str, backend: str) -> None:
+        self.stop()
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "VLLM_ATTENTION_BACKEND": "FLASHINFER"}
+        argv = [str(self.host.python), "-m", "vllm.entrypoints.openai.api_server", "--model", "Qwen/Qwen3-8B",
+                "--served-model-name", self.name]
+        self.process = subprocess.Popen(argv, env=env, cwd=self.host.root, start_new_session=True)
+        self.log.write_text(LOG.format(pid=self.process.pid, version=version, backend=backend))
+        time.sleep(0.3)  # let it exec, so /proc shows its argv
+
+    def stop(self) -> None:
+        if self.process is not None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+            self.process = None
+
+
+@pytest.fixture
+def vllm_server(host: Host) -> Iterator[VllmServer]:
+    server = VllmServer(host, host.root / "vllm.log", f"dw-{uuid.uuid4().hex[:12]}")
+    host.configure(f'logs = ["{server.log}"]\n', processes=f'["vllm.entrypoints.openai.api_server --model '
+                   f'Qwen/Qwen3-8B --served-model-name {server.name}"]')
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_attention_backend_variable_no_longer_read_after_a_vllm_upgrade(
+    vllm_server: VllmServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host = vllm_server.host
+    vllm_server.install("0.10.1", ENVS_0_10)
+    vllm_server.start("0.10.1", "FlashInfer")
+    host.snapshot("good")
+    vllm_server.install("0.21.0", ENVS_0_21)  # pip install -U vllm; the unit file still sets the variable
+    vllm_server.start("0.21.0", "AttentionBackendEnum.FLASH_ATTN")
+    host.innocent_changes()
+    host.snapshot()
+    first = host.diff(capsys)[0]
+    assert (first["category"], first["item"], first["severity"]) == ("env", "VLLM_ATTENTION_BACKEND", "high")
+    assert first["explanation"].startswith(
+        "VLLM_ATTENTION_BACKEND=FLASHINFER is still set but vLLM 0.21.0 no longer reads it (its source never names "
+        "it): the default attention backend now runs; its log shows the AttentionBackendEnum.FLASH_ATTN backend "
+        "(was FlashInfer) (use --attention-backend (or --attention-config.backend))")
+    assert "known-bad state (observed)" in first["explanation"]
+    finding = by_rule(host.doctor(capsys), "engine-setting-ignored")
+    assert finding["fix"].startswith("use --attention-backend") and finding["evidence"] == "observed"

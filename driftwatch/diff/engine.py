@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from driftwatch.diff import (
-    caches, containers, cuda, driver, files, git, gpu, libraries, models, modules, nccl_conf, packages, runtime, system,
+    caches, containers, cuda, driver, engine_settings, files, git, gpu, libraries, models, modules, nccl_conf, packages, runtime, system,
 )
 from driftwatch.diff.change import Change, DiffOptions
 from driftwatch.diff.commits import fold_commits
@@ -39,6 +39,7 @@ AREA_RULES: dict[str, tuple[Rule, frozenset[str]]] = {
     "models": (models.diff_models, models.KEYS),
     "libraries": (libraries.diff_libraries, libraries.KEYS),
     "containers": (containers.diff_containers, containers.KEYS),
+    "engine": (engine_settings.diff_engine, engine_settings.KEYS),
 }
 
 

@@ -7,6 +7,7 @@ from driftwatch.probes.caches import CachesProbe
 from driftwatch.probes.containers import ContainersProbe
 from driftwatch.probes.cuda import CudaProbe
 from driftwatch.probes.driver import DriverProbe
+from driftwatch.probes.engine import EngineProbe
 from driftwatch.probes.files import FilesProbe
 from driftwatch.probes.git import GitProbe
 from driftwatch.probes.gpu import GpuProbe
@@ -37,5 +38,6 @@ DEFAULT_PROBES: dict[str, Probe] = {
         ModelsProbe(),
         LibrariesProbe(),
         ContainersProbe(),
+        EngineProbe(),
     )
 }

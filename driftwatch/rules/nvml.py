@@ -10,7 +10,7 @@ probe), else /sys/module/nvidia/version as the system probe read it.
 
 from __future__ import annotations
 
-from driftwatch.diff.context import Facts, as_dict
+from driftwatch.facts.read import Facts, as_dict
 from driftwatch.model import ProbeStatus
 from driftwatch.nvidia_errors import MISMATCH_REF, NO_DRIVER_REF, UNKNOWN_REF, NvidiaError, read_error
 from driftwatch.rules.finding import Finding

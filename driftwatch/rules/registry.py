@@ -18,6 +18,7 @@ from driftwatch.rules import (
     containers,
     driver_cuda,
     driver_layers,
+    engine,
     gpu_power,
     imports,
     gpu_state,
@@ -64,6 +65,7 @@ RULES: dict[str, Rule] = {
     "shm-too-small": containers.shm_too_small,
     "cpu-limit-below-threads": containers.cpu_limit_below_threads,
     "memlock-small-with-rdma": containers.memlock_small_with_rdma,
+    "engine-setting-ignored": engine.ignored_settings,
     # the GPUs
     "uncorrected-ecc": gpu_state.uncorrected_ecc,
     "pending-memory-repair": gpu_state.pending_memory_repair,
