@@ -26,6 +26,7 @@ import pytest
 from driftwatch.cli import main
 from tests import test_stack_ssh as stack_ssh
 from tests.captures import H200, derive_capture
+from tests.hfcache import model_files, write_revision
 from tests.sshd import sshd_with_home
 from tests.venvs import make_gpu_venv, site_packages, write_dist_info
 
@@ -150,7 +151,8 @@ class VllmServer:
 
     def start(self, version: str, backend: str) -> None:
         self.stop()
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "VLLM_ATTENTION_BACKEND": "FLASHINFER"}
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "VLLM_ATTENTION_BACKEND": "FLASHINFER",
+               "HF_HOME": str(self.host.root / "hf")}
         argv = [str(self.host.python), "-m", "vllm.entrypoints.openai.api_server", "--model", "Qwen/Qwen3-8B",
                 "--served-model-name", self.name]
         self.process = subprocess.Popen(argv, env=env, cwd=self.host.root, start_new_session=True)
@@ -195,3 +197,28 @@ def test_attention_backend_variable_no_longer_read_after_a_vllm_upgrade(
     assert "known-bad state (observed)" in first["explanation"]
     finding = by_rule(host.doctor(capsys), "engine-setting-ignored")
     assert finding["fix"].startswith("use --attention-backend") and finding["evidence"] == "observed"
+
+
+# --- 5. defaults that moved under an unchanged command -------------------------------------
+
+
+def test_vllm_0_8_applies_the_models_generation_config_by_default(
+    vllm_server: VllmServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host = vllm_server.host
+    write_revision(host.root / "hf" / "hub", "Qwen/Qwen3-8B", model_files())  # temperature 0.6, top_p 0.95
+    vllm_server.install("0.7.3", ENVS_0_10)
+    vllm_server.start("0.7.3", "FlashInfer")
+    host.snapshot("good")
+    vllm_server.install("0.8.4", ENVS_0_10)  # the same command, the same model files
+    vllm_server.start("0.8.4", "FlashInfer")
+    host.innocent_changes()
+    host.snapshot()
+    first = host.diff(capsys)[0]
+    assert (first["category"], first["item"]) == ("package", "vllm")
+    assert first["explanation"].startswith("vllm 0.7.3 → 0.8.4")
+    assert ("known-bad state (predicted): vLLM 0.8.4 applies the served model's generation_config.json as its "
+            "default sampling parameters (--generation-config auto)") in first["explanation"]
+    assert "Qwen/Qwen3-8B's generation_config.json sets temperature 0.6, top_p 0.95" in first["explanation"]
+    finding = by_rule(host.doctor(capsys), "moved-default")
+    assert finding["fix"].startswith("start with --generation-config vllm")

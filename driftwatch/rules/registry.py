@@ -19,6 +19,7 @@ from driftwatch.rules import (
     driver_cuda,
     driver_layers,
     engine,
+    engine_defaults,
     gpu_power,
     imports,
     gpu_state,
@@ -66,6 +67,7 @@ RULES: dict[str, Rule] = {
     "cpu-limit-below-threads": containers.cpu_limit_below_threads,
     "memlock-small-with-rdma": containers.memlock_small_with_rdma,
     "engine-setting-ignored": engine.ignored_settings,
+    "moved-default": engine_defaults.moved_defaults_rule,
     # the GPUs
     "uncorrected-ecc": gpu_state.uncorrected_ecc,
     "pending-memory-repair": gpu_state.pending_memory_repair,
