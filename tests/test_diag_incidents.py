@@ -35,8 +35,8 @@ from tests.venvs import make_gpu_venv, site_packages, write_dist_info
 class Host(stack_ssh.Host):
     watched: Path = Path()
 
-    def configure(self, watch: str = "", processes: str = "[]") -> None:
-        super().configure(f'files = ["{self.watched.parent}/*.py"]\ncaches = []\nprocesses = {processes}\n{watch}')
+    def configure(self, watch: str = "", processes: str = "[]", caches: str = "[]") -> None:
+        super().configure(f'files = ["{self.watched.parent}/*.py"]\ncaches = {caches}\nprocesses = {processes}\n{watch}')
 
     def capture(self, path: Path) -> None:
         self.sshd.fake_env(FAKE_NVIDIA_SMI_CAPTURE=str(path))
@@ -149,10 +149,10 @@ class VllmServer:
             "vllm/__init__.py": "", "vllm/envs.py": envs, "vllm/entrypoints/__init__.py": "",
             "vllm/entrypoints/openai/__init__.py": "", "vllm/entrypoints/openai/api_server.py": server})
 
-    def start(self, version: str, backend: str) -> None:
+    def start(self, version: str, backend: str, **more_env: str) -> None:
         self.stop()
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "VLLM_ATTENTION_BACKEND": "FLASHINFER",
-               "HF_HOME": str(self.host.root / "hf")}
+               "HF_HOME": str(self.host.root / "hf"), "HOME": str(self.host.home), **more_env}
         argv = [str(self.host.python), "-m", "vllm.entrypoints.openai.api_server", "--model", "Qwen/Qwen3-8B",
                 "--served-model-name", self.name]
         self.process = subprocess.Popen(argv, env=env, cwd=self.host.root, start_new_session=True)
@@ -170,7 +170,7 @@ class VllmServer:
 def vllm_server(host: Host) -> Iterator[VllmServer]:
     server = VllmServer(host, host.root / "vllm.log", f"dw-{uuid.uuid4().hex[:12]}")
     host.configure(f'logs = ["{server.log}"]\n', processes=f'["vllm.entrypoints.openai.api_server --model '
-                   f'Qwen/Qwen3-8B --served-model-name {server.name}"]')
+                   f'Qwen/Qwen3-8B --served-model-name {server.name}"]', caches='["~/.cache/vllm"]')
     try:
         yield server
     finally:
@@ -222,3 +222,57 @@ def test_vllm_0_8_applies_the_models_generation_config_by_default(
     assert "Qwen/Qwen3-8B's generation_config.json sets temperature 0.6, top_p 0.95" in first["explanation"]
     finding = by_rule(host.doctor(capsys), "moved-default")
     assert finding["fix"].startswith("start with --generation-config vllm")
+
+
+# --- 6. compile caches reused under other settings ------------------------------------------
+
+
+def write_compile_cache(home: Path, env: dict[str, str]) -> Path:
+    """One torch.compile cache entry as vLLM writes it: its key factors beside the artifacts
+    (vllm/compilation/backends.py writes cache_key_factors.json once, when the entry is new)."""
+    entry = home / ".cache" / "vllm" / "torch_compile_cache" / "3fbdd5227b" / "rank_0_0" / "backbone"
+    entry.mkdir(parents=True)
+    factors = {"env": env, "config_hash": "84b7dc96bd", "code_hash": "1ae177648b", "compiler_hash": "a92dbc9a80"}
+    (entry / "cache_key_factors.json").write_text(json.dumps(factors, indent=2, sort_keys=True))
+    (entry / "computation_graph.py").write_text("# graph\n")
+    (entry / "vllm_compile_cache.py").write_text("# artifacts\n")
+    return entry
+
+
+def reuse_compile_cache_under_a_new_partition(vllm_server: VllmServer, capsys: pytest.CaptureFixture[str]
+                                              ) -> list[dict[str, Any]]:
+    host = vllm_server.host
+    envs = ENVS_0_10.replace("}\n", '    "VLLM_PP_LAYER_PARTITION": lambda: os.getenv("VLLM_PP_LAYER_PARTITION", None),\n}\n')
+    vllm_server.install("0.8.1", envs)
+    # The key factors of vLLM before PR #14953: the pipeline partition is not among them.
+    write_compile_cache(host.home, {"VLLM_ATTENTION_BACKEND": "FLASHINFER", "VLLM_USE_V1": "True"})
+    vllm_server.start("0.8.1", "FlashInfer")
+    host.snapshot("good")
+    vllm_server.start("0.8.1", "FlashInfer", VLLM_PP_LAYER_PARTITION="12,20")  # a new partition, same cache
+    host.innocent_changes()
+    host.snapshot()
+    return host.diff(capsys)
+
+
+def test_compile_cache_reused_after_a_variable_its_key_does_not_cover_changed(
+    vllm_server: VllmServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    changes = reuse_compile_cache_under_a_new_partition(vllm_server, capsys)
+    cache = next(c for c in changes if c["item"] == "~/.cache/vllm/torch_compile_cache")
+    assert cache["severity"] == "medium"
+    assert cache["explanation"].startswith(
+        "~/.cache/vllm/torch_compile_cache was reused as it was (torch_compile_cache/3fbdd5227b/rank_0_0, no new "
+        "compile key) while the server's VLLM_PP_LAYER_PARTITION (none) → 12,20: its recorded key factors "
+        "(cache_key_factors.json) do not include VLLM_PP_LAYER_PARTITION, so where that shapes the compiled graph "
+        "the server runs the graph built for the old value")
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "ranking: the env change 'VLLM_PP_LAYER_PARTITION=12,20 is now set' (env, high, run-config prior) outranks the "
+    "compile cache reused under it (file, medium), which says why the new value has no effect; the explain stage "
+    "should rank the cache line, which names the variable, with or above the env change it explains"))
+def test_compile_cache_reused_under_a_new_partition_ranks_first(
+    vllm_server: VllmServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    changes = reuse_compile_cache_under_a_new_partition(vllm_server, capsys)
+    assert changes[0]["item"] == "~/.cache/vllm/torch_compile_cache"
