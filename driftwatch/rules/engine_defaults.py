@@ -15,10 +15,11 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from driftwatch.diff.context import Facts, as_dict
+from driftwatch.facts.read import Facts, as_dict
 from driftwatch.engines import ENGINES, parse_version
 from driftwatch.rules.finding import Finding
-from driftwatch.rules.host import Host, Missing, package_subjects
+from driftwatch.facts.names import package_subjects
+from driftwatch.rules.host import Host, Missing
 from driftwatch.severity import Severity
 
 if sys.version_info >= (3, 11):

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from driftwatch.diff import Severity, diff_snapshots
+from driftwatch.diff import Severity
+from driftwatch.explain import diff_snapshots
 from tests.diff.builders import GPU0, GPU1, baseline, make_snapshot
 
 POWER = {"power_limit_w": 700.0, "power_enforced_limit_w": 700.0, "power_default_limit_w": 700.0,
