@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from driftwatch.canary.settings import CanarySettings
 from driftwatch.errors import UserError
 from driftwatch.settings import WatchSettings
 from driftwatch.store.backend import DEFAULT_MAX_FILE_BYTES
@@ -79,6 +80,7 @@ class Config(BaseModel):
     # The most read of one file of the store; a larger one is skipped and named (store/backend.py).
     max_snapshot_bytes: int = Field(default=DEFAULT_MAX_FILE_BYTES, gt=0)
     watch: WatchSettings = Field(default_factory=WatchSettings)
+    canary: CanarySettings = Field(default_factory=CanarySettings)  # [canary]: the output canary (opt-in)
     hosts: dict[str, HostConfig] = Field(default_factory=dict)
     groups: dict[str, list[str]] = Field(default_factory=dict)
     # [[ignore]] (triage.ignore.IgnoreRule: never drift) and [[rules]] (rules.versions.
@@ -92,6 +94,14 @@ class Config(BaseModel):
         """The name the target ``local`` is stored under: ``local_name``, else the hostname
         (what the system probe records as ``hostname``), else ``local``."""
         return self.local_name or socket.gethostname() or LOCAL
+
+
+def canary_wanted(config: Config, watch: WatchSettings, asked: bool = False) -> bool:
+    """Whether a snapshot of a host with ``watch`` runs the canary: ``--canary``, else the
+    host's (or [watch]'s) ``canary``, else ``[canary] enabled``."""
+    if asked:
+        return True
+    return config.canary.enabled if watch.canary is None else watch.canary
 
 
 @dataclass(frozen=True)
@@ -177,6 +187,12 @@ def _tables(key: str, raw: Any) -> list[Any]:
 
 
 def _refuse_secrets(data: dict[str, Any], source: str) -> None:
+    canary = data.get("canary")
+    if isinstance(canary, dict) and any(k in canary for k in ("api_key", "key", "token")):
+        raise UserError(
+            f"{source}: canary: no API key in the config file; name the environment variable that holds it: "
+            'api_key_env = "OPENAI_API_KEY"'
+        )
     options = data.get("store_options")
     secret = next((k for k in options if _SECRET_KEY.search(str(k))), None) if isinstance(options, dict) else None
     if secret is not None:

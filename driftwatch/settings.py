@@ -53,5 +53,7 @@ class WatchSettings(BaseModel):
     nccl_conf: list[str] = Field(default_factory=lambda: list(DEFAULT_NCCL_CONF))
     # Local model directories or Hugging Face hub ids, besides the models running servers serve.
     models: list[str] = Field(default_factory=list)
+    # Run the output canary on this host in every snapshot/check (None: as [canary] enabled says).
+    canary: bool | None = None
     max_hash_bytes: int = 1024 * 1024 * 1024
     max_files: int = 20000

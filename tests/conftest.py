@@ -16,6 +16,7 @@ import pytest
 from tests.hermetic import isolate
 
 from tests.hooks import Hook
+from tests.llama import LlamaServer, new_server, require
 from tests.s3 import S3Server, start_moto
 from tests.sshd import Sshd, find_sshd, start_sshd
 
@@ -54,6 +55,18 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
         if importlib.util.find_spec(module) is None:
             pytest.skip(f"SKIPPED LOUDLY: {module} is not installed (pip install -e '.[test]'; .ci/run does it)")
     server = start_moto(tmp_path_factory.mktemp("moto") / "moto.log")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+    """A real llama-cpp-python server with SmolLM2-135M on the CPU, for the whole session
+    (see tests/llama.py); skipped loudly when the packages are not installed."""
+    require()
+    server = new_server(tmp_path_factory.mktemp("llama")).start()
     try:
         yield server
     finally:

@@ -15,7 +15,7 @@ from driftwatch import interrupt
 from driftwatch.cron.alerts import AlertKind, AlertState, fingerprint
 from driftwatch.commands.common import host_message, ignoring, load, print_json, stderr_console, warn_unused_rules
 from driftwatch.commands.diff import output_format, print_report
-from driftwatch.commands.snapshot import HostOutcome, take_snapshot
+from driftwatch.commands.snapshot import CanaryAsk, HostOutcome, take_snapshot
 from driftwatch.config import Config, Target, resolve_targets
 from driftwatch.diff import Change, DiffOptions, Severity
 from driftwatch.explain import DiffResult, diff_snapshots
@@ -59,6 +59,7 @@ class CheckRequest:
     fail_on: Severity = Severity.info  # --fail-on: drift below this severity exits 0
     deadline: float | None = None  # --deadline: seconds for the whole command
     nhc: bool = False  # --nhc: one line for a scheduler's health check, nothing else on stdout
+    canary: CanaryAsk = field(default_factory=CanaryAsk)  # --canary
 
 
 @dataclass
@@ -133,7 +134,8 @@ class PendingAlert:
 
 def _check_locked(target: Target, config: Config, store: SnapshotStore, request: CheckRequest) -> CheckOutcome:
     taken = take_snapshot(
-        target, config, store, timeout=request.timeout, labels=[], accept_new_host_key=request.accept_new_host_key
+        target, config, store, timeout=request.timeout, labels=[], accept_new_host_key=request.accept_new_host_key,
+        canary=request.canary,
     )
     outcome, alert = _evaluate(target, config, store, request, taken)
     if taken.snapshot is not None:

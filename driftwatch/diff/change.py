@@ -32,6 +32,7 @@ CATEGORIES = (
     "log",
     "probe",
     "container",
+    "canary",  # an observed symptom: the server's greedy answers changed (diff/canary.py)
 )
 
 

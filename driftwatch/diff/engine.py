@@ -10,6 +10,7 @@ from typing import Any
 from driftwatch.diff import (
     caches, containers, cuda, driver, engine_settings, files, git, gpu, libraries, models, modules, nccl_conf, packages, runtime, system,
 )
+from driftwatch.diff import caches, canary, cuda, driver, files, git, gpu, libraries, models, nccl_conf, packages, runtime, system
 from driftwatch.diff.change import Change, DiffOptions
 from driftwatch.diff.commits import fold_commits
 from driftwatch.diff.context import DiffContext
@@ -40,6 +41,7 @@ AREA_RULES: dict[str, tuple[Rule, frozenset[str]]] = {
     "libraries": (libraries.diff_libraries, libraries.KEYS),
     "containers": (containers.diff_containers, containers.KEYS),
     "engine": (engine_settings.diff_engine, engine_settings.KEYS),
+    "canary": (canary.diff_canary, canary.KEYS),
 }
 
 

@@ -38,6 +38,7 @@ CATEGORY_BY_PROBE = {
     "models": "file",
     "libraries": "file",
     "driver": "driver",
+    "canary": "canary",
 }
 
 

@@ -22,6 +22,7 @@ from driftwatch.fleet.facts import (
     walk,
 )
 from driftwatch.fleet.containers import CONTAINER_AREAS
+from driftwatch.fleet.canary import CANARY_AREAS
 from driftwatch.fleet.gpus import gpu_facts
 from driftwatch.fleet.libraries import LIBRARY_AREAS
 from driftwatch.fleet.runtime import RUNTIME_AREAS
@@ -153,6 +154,7 @@ AREAS: dict[str, Area] = {
     **STACK_AREAS,
     **LIBRARY_AREAS,
     **CONTAINER_AREAS,
+    **CANARY_AREAS,
 }
 
 # Areas whose facts name interpreters by the fleet's labels (``view.interpreters``, from
