@@ -130,12 +130,17 @@ def _counts(found: list[Verdict], of: int) -> dict[str, Any]:
 def _first(verdict: Verdict) -> str:
     where = f"first divergence at token {verdict.position} of {verdict.prompt!r}"
     if verdict.old_token is not None or verdict.new_token is not None:
-        where += f", {fmt.value(verdict.old_token)} → {fmt.value(verdict.new_token)}"
+        where += f", {_token(verdict.old_token)} → {_token(verdict.new_token)}"
     if verdict.shift is not None:
         where += f", the old token's logprob {verdict.shift:+.2f}"
     if "no logprobs" in verdict.detail:
         where += ", no logprobs to tell a near-tie"
     return where
+
+
+def _token(token: str | None) -> str:
+    """A token as quoted text: its leading space is part of it (' Paris')."""
+    return "end of answer" if token is None else repr(token[:40])
 
 
 def _about_server(key: str, old: Facts, new: Facts) -> list[Change]:
