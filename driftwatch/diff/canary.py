@@ -18,9 +18,10 @@ from typing import Any
 
 from driftwatch.canary import classify as verdicts
 from driftwatch.canary.classify import Verdict, classify, runs_of
-from driftwatch.diff import fmt
+from driftwatch.facts import fmt
 from driftwatch.diff.change import Change, Severity
-from driftwatch.diff.context import DiffContext, Facts, as_dict
+from driftwatch.diff.context import DiffContext
+from driftwatch.facts.read import Facts, as_dict
 from driftwatch.diff.generic import changed_keys
 
 KEYS = frozenset({"servers", "settings", "near_tie_gap"})

@@ -12,7 +12,7 @@ from typing import Any
 
 from driftwatch.canary.classify import runs_of
 from driftwatch.diff.change import Severity
-from driftwatch.diff.context import as_dict
+from driftwatch.facts.read import as_dict
 from driftwatch.fleet.facts import Area, Fact, FactMap, HostView
 
 ANSWER_CHARS = 40

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from driftwatch.canary.classify import noise, runs_of
-from driftwatch.diff.context import as_dict
+from driftwatch.facts.read import as_dict
 
 ANSWER_CHARS = 60
 DETERMINISTIC = ("SGLang --enable-deterministic-inference, vLLM VLLM_BATCH_INVARIANT=1 "

@@ -13,7 +13,8 @@ import pytest
 
 from driftwatch.canary.parse import parse_run
 from driftwatch.cron.textfile import write_textfile
-from driftwatch.diff import DiffResult, Severity, diff_snapshots
+from driftwatch.diff import Severity
+from driftwatch.explain import DiffResult, diff_snapshots
 from driftwatch.diff.canary import changed_prompts
 from driftwatch.report.diff import render_markdown
 from driftwatch.report.html.diff import render_diff
