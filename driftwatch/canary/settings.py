@@ -8,11 +8,27 @@ target's canary script, on stdin.
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def check_url(url: str) -> str:
+    """``url`` if it is http(s)://HOST:PORT (a path, a query or credentials have no place in
+    it), else ValueError saying what to give."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if parts.scheme not in ("http", "https") or not parts.hostname or port is None or parts.username \
+            or parts.path.strip("/") not in ("", "v1") or parts.query:
+        shown = "the url (with credentials: not shown)" if "@" in url else repr(url[:80])
+        raise ValueError(f"{shown} is not http://HOST:PORT as the target sees it, e.g. http://127.0.0.1:30000")
+    return url
 
 
 class Message(BaseModel):
@@ -93,6 +109,11 @@ class CanarySettings(BaseModel):
     # A first divergence where each side's token is in the other's top alternatives and the
     # two are within this many nats: a near-tie flip (context), not a changed answer.
     near_tie_gap: float = Field(default=0.5, ge=0, le=10, allow_inf_nan=False)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return None if value is None else check_url(value)
 
     @field_validator("api_key_env")
     @classmethod

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from driftwatch.canary.settings import check_url
 from driftwatch.commands.snapshot import CanaryAsk, HostOutcome, run_snapshot
+
+from driftwatch.errors import UserError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -18,6 +21,12 @@ def run_canary(
     words: list[str], *, url: str | None, labels: list[str], json_out: bool, parallel: int,
     accept_new_host_key: bool, config_path: str | None, store_path: str | None,
 ) -> int:
+    if url is not None:
+        try:
+            check_url(url)
+        except ValueError as exc:
+            raise UserError(f"--url {exc}") from None
+
     def report(console: Console, outcomes: list[HostOutcome]) -> None:
         from rich.table import Table
         from rich.text import Text

@@ -26,13 +26,15 @@ def test_the_readme_canary_table_is_a_valid_config() -> None:
     ('[canary]\napi_key = "sk-live-abc"', "no API key in the config file"),
     ('[canary]\napi_key_env = "sk-live-0123456789"', "names an environment variable"),
     ('[canary]\ndeadline = 0', "canary.deadline"),
+    ('[canary]\nurl = "127.0.0.1:30000"', "is not http://HOST:PORT"),
+    ('[canary]\nurl = "http://user:pw@127.0.0.1:30000"', "is not http://HOST:PORT"),
     ('[[canary.prompts]]\nname = "x"', "give either messages (chat) or prompt (completion)"),
     ('[[canary.prompts]]\nname = "x"\nprompt = "a"\n[[canary.prompts]]\nname = "x"\nprompt = "b"', "unique"),
 ])
 def test_mistakes_are_one_line_errors(toml: str, says: str) -> None:
     with pytest.raises(UserError, match=re.escape(says)) as caught:
         parse_config(toml)
-    assert "sk-live-0123456789" not in str(caught.value)  # the mistaken key is not echoed
+    assert "sk-live-0123456789" not in str(caught.value) and "pw@" not in str(caught.value)  # no secret echoed
 
 
 def test_who_turns_the_canary_on() -> None:
@@ -41,3 +43,11 @@ def test_who_turns_the_canary_on() -> None:
     assert not canary_wanted(config, host_watch(config, "gpu02"))  # the host says no
     assert canary_wanted(config, host_watch(config, "gpu02"), asked=True)  # --canary wins
     assert not canary_wanted(parse_config(""), host_watch(parse_config(""), "x"))  # opt-in
+
+
+def test_a_bad_url_on_the_command_line_is_one_line_and_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
+    from driftwatch.cli import main
+
+    assert main(["canary", "local", "--url", "notaurl:xx"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("driftwatch: error: --url 'notaurl:xx' is not http://HOST:PORT") and err.count("\n") == 1
