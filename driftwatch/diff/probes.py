@@ -20,11 +20,13 @@ TIMEOUT_HINTS = {
     "driver": "a hung driver, systemctl or nvidia tool?)",
     "libraries": "a hung mount under site-packages or the library directories?)",
     "containers": "a hung runtime CLI or a hung mount inside a container?)",
+    "canary": "the servers did not answer within the canary's deadline?): their answers are not compared",
 }
 ERROR_HINTS = {
     "gpu": "is the NVIDIA driver loaded and nvidia-smi working?",
     "python": "is the configured interpreter still there?",
     "git": "is the repository still there and readable?",
+    "canary": "its answers are not compared (a failed canary is never a changed answer)",
 }
 
 
