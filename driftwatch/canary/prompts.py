@@ -18,8 +18,9 @@ from typing import Any
 from driftwatch.canary.settings import CanaryPrompt, CanarySettings
 
 CHAT_PATH, COMPLETION_PATH = "/v1/chat/completions", "/v1/completions"
-# Dialect by /v1/models' owned_by when the command line did not say which engine it is.
-OWNERS = {"vllm": "vllm", "sglang": "sglang", "llamacpp": "llama.cpp"}
+# Dialect by /v1/models' owned_by when the command line did not say which engine it is
+# (llama-cpp-python's server says "me", llama.cpp's own "llamacpp").
+OWNERS = {"vllm": "vllm", "sglang": "sglang", "llamacpp": "llama.cpp", "me": "llama.cpp"}
 # Engine information, newer path first (SGLang deprecated /get_server_info for /server_info).
 INFO_PATHS = {"sglang": ["/server_info", "/get_server_info"], "vllm": ["/version"]}
 _OFF = {"sglang": -1, "vllm": -1, "llama.cpp": 0}

@@ -61,6 +61,12 @@ def diff_server(key: str, old: Facts, new: Facts, gap: float = DEFAULT_GAP) -> l
     changes = _about_server(key, old, new)
     if old.get("model") != new.get("model"):
         return changes  # another model answers: its answers differ by nature
+    if old.get("dialect") != new.get("dialect"):
+        # Another engine's parameters were sent (top_k, penalties): not the same question.
+        text = (f"canary on {key} asked in another dialect ({old.get('dialect')} → {new.get('dialect')}): "
+                "its answers are not compared")
+        return changes + [Change(CATEGORY, f"{key} settings", old.get("dialect"), new.get("dialect"), Severity.info,
+                                 text, context=True)]
     found = [classify(name, as_dict(old.get("prompts")).get(name), prompt, gap)
              for name, prompt in as_dict(new.get("prompts")).items() if name in as_dict(old.get("prompts"))]
     changes += symptoms(key, found)

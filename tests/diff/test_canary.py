@@ -153,3 +153,13 @@ def test_the_textfile_counts_changed_prompts_only_where_the_canary_ran(tmp_path:
     assert 'driftwatch_canary_changed{host="gpu01"} 1.0' in text
     plain = write_textfile(tmp_path, "gpu02", snapshot=make_snapshot(), result=result).read_text()
     assert "driftwatch_canary_changed{" not in plain
+
+
+def test_answers_asked_in_another_dialect_are_not_compared(capital: dict[str, Any]) -> None:
+    # Without the engine's own parameters (llama.cpp's repeat_penalty 1.1 by default) the same
+    # server answers differently: that is not the server changing.
+    now = flipped(capital, 5, " Lyon", -0.4, -1.5)
+    result = diff(server(capital=[capital]) | {"dialect": "openai"}, server(capital=[now]))
+    assert not result.drift
+    [change] = result.context_changes
+    assert "another dialect (openai → llama.cpp)" in change.explanation
