@@ -54,7 +54,7 @@ def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, served: tuple[LlamaSer
     monkeypatch.setenv("HOME", str(home))
     (tmp_path / "driftwatch.toml").write_text(
         f'local_name = "node"\ntimeout = 30\n[watch]\nprocesses = ["--port {server.port}"]\n'
-        f"[canary]\nmax_tokens = 16\ndeadline = 120\nrequest_timeout = 60\n{PROMPTS}"
+        f"[canary]\nmax_tokens = 16\ndeadline = 300\nrequest_timeout = 120\n{PROMPTS}"
     )
     monkeypatch.chdir(tmp_path)
     return tmp_path
