@@ -29,6 +29,21 @@ CATEGORY = "canary"
 DEFAULT_GAP = 0.5  # [canary] near_tie_gap's default: the facts do not carry the config
 SLOWER = 0.3  # tokens/s below the baseline's by more than this share (and than the runs' spread)
 MAX_NAMED = 3
+# What can change a server's greedy answers with no error (explain/ ranks these changes under
+# a changed answer): kernels and attention backends, flashinfer/triton and their caches,
+# torch and cuBLAS, the model's files and revision, generation config and tokenizer files,
+# transformers, quantization and dtype, the engine's version.
+OUTPUT_CAUSES = (
+    "package:sgl-kernel*", "package:sglang*", "package:vllm*", "package:flashinfer*", "package:triton*",
+    "package:torch*", "package:transformers", "package:tokenizers", "package:nvidia-cublas*", "package:nvidia-cudnn*",
+    "launch-arg:*backend*", "launch-arg:*quantiz*", "launch-arg:*dtype*", "launch-arg:*model*",
+    "file:*", "cuda", "process:* version", "process:* system_fingerprint", "engine", "container",
+)
+# A moved prompt tokenization: the tokenizer and its template first.
+TEMPLATE_CAUSES = (
+    "file:*tokenizer*", "file:*chat_template*", "file:*template*", "package:transformers", "package:tokenizers",
+    "launch-arg:*template*", "process:* version", "container",
+)
 DETERMINISTIC = ("deterministic mode (SGLang --enable-deterministic-inference, vLLM VLLM_BATCH_INVARIANT=1) "
                  "would make the canary exact")
 
@@ -87,7 +102,7 @@ def symptoms(key: str, found: list[Verdict]) -> list[Change]:
         text = (f"prompt tokens moved on {len(template)}/{of} canary prompts on {key} ({first.prompt}: {first.detail}); "
                 "every answer after it can differ")
         changes.append(Change(CATEGORY, f"{key} prompt tokens", None, _counts(template, of), Severity.high, text,
-                              magnitude=len(template) / max(of, 1)))
+                              magnitude=len(template) / max(of, 1), symptom=True, pulls=TEMPLATE_CAUSES))
     changed = by_kind.get(verdicts.CHANGED, [])
     if changed:
         beyond = " (beyond the server's own noise)" if any(v.beyond_noise for v in changed) else ""
@@ -96,7 +111,7 @@ def symptoms(key: str, found: list[Verdict]) -> list[Change]:
         text += f"; also {', '.join(more)}" + (" and more" if len(changed) > MAX_NAMED else "") if more else ""
         old_token = changed[0].old_token
         changes.append(Change(CATEGORY, key, old_token, _counts(changed, of), Severity.high, text,
-                              magnitude=len(changed) / max(of, 1)))
+                              magnitude=len(changed) / max(of, 1), symptom=True, pulls=OUTPUT_CAUSES))
     ties = by_kind.get(verdicts.NEAR_TIE, [])
     if ties:
         text = (f"near-tie flip on {len(ties)}/{of} canary prompts on {key} ({_first(ties[0])}; {ties[0].detail}): "
@@ -196,4 +211,4 @@ def _slower(key: str, old: Facts, new: Facts) -> Change | None:
         return None
     text = (f"canary answers on {key} are slower: {base:.1f} → {now:.1f} tokens/s (median), beyond the baseline "
             f"runs' own spread of ±{spread:.0%}")
-    return Change(CATEGORY, f"{key} speed", round(base, 1), round(now, 1), Severity.low, text)
+    return Change(CATEGORY, f"{key} speed", round(base, 1), round(now, 1), Severity.low, text, symptom=True)

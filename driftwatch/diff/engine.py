@@ -8,9 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 from driftwatch.diff import (
-    caches, containers, cuda, driver, engine_settings, files, git, gpu, libraries, models, modules, nccl_conf, packages, runtime, system,
+    caches, canary, containers, cuda, driver, engine_settings, files, git, gpu, libraries, models, modules, nccl_conf,
+    packages, runtime, system,
 )
-from driftwatch.diff import caches, canary, cuda, driver, files, git, gpu, libraries, models, nccl_conf, packages, runtime, system
 from driftwatch.diff.change import Change, DiffOptions
 from driftwatch.diff.commits import fold_commits
 from driftwatch.diff.context import DiffContext

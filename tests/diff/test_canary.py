@@ -11,6 +11,10 @@ from typing import Any
 
 import pytest
 
+from driftwatch.diff.change import Change
+from driftwatch.explain.rank import rank_changes
+from driftwatch.explain.symptoms import relate
+from tests.diff.builders import make_snapshot
 from driftwatch.canary.parse import parse_run
 from driftwatch.cron.textfile import write_textfile
 from driftwatch.diff import Severity
@@ -20,7 +24,6 @@ from driftwatch.report.diff import render_markdown
 from driftwatch.report.html.diff import render_diff
 from driftwatch.report.safe import chat_text
 from tests.canary.test_classify import flipped
-from tests.diff.builders import make_snapshot
 
 CAPTURES = Path(__file__).parent.parent / "fixtures" / "canary" / "llama-cpp-python"
 KEY = "llama_cpp.server"
@@ -75,7 +78,9 @@ def test_a_changed_answer_heads_the_diff_as_a_high_symptom(capital: dict[str, An
         "greedy output of 1/2 canary prompts changed on llama_cpp.server (first divergence at token 5 of "
         "'capital', ' Paris' → ' Lyon'")
     assert change.new == {"kind": "changed", "changed": 1, "of": 2, "prompts": ["capital"]}
-    assert result.summary["most_likely_cause"] == change.explanation
+    # A symptom: it heads the report, and with nothing else recorded, nothing explains it.
+    assert change.symptom and result.summary["symptom"] == change.explanation
+    assert result.summary["most_likely_cause"] is None
     assert changed_prompts(result.changes) == 1
 
 
@@ -163,3 +168,16 @@ def test_answers_asked_in_another_dialect_are_not_compared(capital: dict[str, An
     assert not result.drift
     [change] = result.context_changes
     assert "another dialect (openai → llama.cpp)" in change.explanation
+
+
+def test_a_changed_answer_pulls_the_changes_that_can_change_outputs_above_others(
+    capital: dict[str, Any], primes: dict[str, Any]
+) -> None:
+    now = flipped(capital, 5, " Lyon", -0.4, -1.5)
+    result = diff(server(capital=[capital, capital], primes=[primes, primes]),
+                  server(capital=[now, now], primes=[primes, primes]))
+    [symptom] = result.drift_changes
+    env = Change("env", "NCCL_DEBUG", "INFO", "WARN", Severity.high, "NCCL_DEBUG INFO → WARN (server)")
+    kernel = Change("package", "flashinfer-python", "0.5.3", "0.5.4", Severity.medium, "flashinfer 0.5.3 → 0.5.4")
+    ranked = rank_changes(relate([env, kernel, symptom], make_snapshot()))
+    assert [c.item for c in ranked if not c.symptom] == ["flashinfer-python", "NCCL_DEBUG"]
