@@ -58,6 +58,7 @@ app = typer.Typer(
 ConfigOpt = Annotated[Optional[str], typer.Option("--config", metavar="FILE", help="Config file (TOML). Default: ./driftwatch.toml, then ~/.config/driftwatch/config.toml.")]
 StoreOpt = Annotated[Optional[str], typer.Option("--store", metavar="DIR|URL", help="Snapshot store: a folder, or s3://bucket/prefix (also gs://, az://; default from config: ./snapshots).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout, nothing else.")]
+CanaryOpt = Annotated[bool, typer.Option("--canary", help="Also run the output canary: fixed greedy prompts to each watched server's OpenAI API, from the host itself (opt-in; [canary] in the config sets it up).")]
 HtmlOpt = Annotated[Optional[str], typer.Option("--html", metavar="FILE", help="Also write the report as one self-contained HTML page (no script, nothing fetched: opens from an email attachment).")]
 PerfOpt = Annotated[bool, typer.Option("--perf", help="Also measure what the host delivers (opt-in perf probe: CPU GEMM and copy everywhere; on idle GPUs bf16/fp8 GEMM, HBM, host<->device, one NCCL all-reduce), within [watch] perf_timeout (60 s). Busy GPUs (a compute process, > 1 GiB used, > 5% busy) or MIG are refused, never touched.")]
 MIN_SECONDS, MAX_SECONDS = 0.1, 86400.0  # MAX_SECONDS: config.MAX_SECONDS (not imported: pydantic is slow to load)
@@ -114,6 +115,7 @@ def snapshot(
     parallel: Annotated[int, typer.Option("--parallel", metavar="N", help="Hosts collected at once.", min=1)] = 32,
     accept_new_host_key: Annotated[bool, typer.Option("--accept-new-host-key", help="Trust and save the key of a host not yet in known_hosts (a changed key is always refused).")] = False,
     perf: PerfOpt = False,
+    canary: CanaryOpt = False,
     config: ConfigOpt = None,
     store: StoreOpt = None,
 ) -> int:
@@ -121,11 +123,41 @@ def snapshot(
 
     Exit 0 complete, 3 stored but some probes failed or timed out, 1 nothing collected.
     """
-    from driftwatch.commands.snapshot import run_snapshot
+    from driftwatch.commands.snapshot import CanaryAsk, run_snapshot
 
     return run_snapshot(
         targets, labels=label or [], json_out=json_out, timeout=timeout, parallel=parallel,
-        accept_new_host_key=accept_new_host_key, config_path=config, store_path=store, perf=perf,
+        accept_new_host_key=accept_new_host_key, config_path=config, store_path=store, canary=CanaryAsk(asked=canary),
+        perf=perf,
+    )
+
+
+@app.command(cls=Command, short_help="Ask each watched server fixed greedy prompts; store the answers.")
+def canary(
+    targets: Annotated[list[str], typer.Argument(metavar="TARGET", help="local, [user@]host[:port], an ssh alias, or a config host/group.", show_default=False)],
+    url: Annotated[Optional[str], typer.Option("--url", metavar="URL", help="The server's address as the TARGET sees it (http://127.0.0.1:30000), instead of each watched server's --host/--port.")] = None,
+    label: Annotated[Optional[list[str]], typer.Option("--label", "-l", metavar="LABEL", help="Label the snapshot (repeatable), e.g. good.")] = None,
+    json_out: JsonOpt = False,
+    parallel: Annotated[int, typer.Option("--parallel", metavar="N", help="Hosts asked at once.", min=1)] = 32,
+    accept_new_host_key: Annotated[bool, typer.Option("--accept-new-host-key", help="Trust and save the key of a host not yet in known_hosts.")] = False,
+    config: ConfigOpt = None,
+    store: StoreOpt = None,
+) -> int:
+    """Send the canary's fixed greedy prompts to each watched server and store the answers.
+
+    The requests go from the TARGET itself to the server's port there (never from this
+    machine): temperature 0, top_p 1, top_k off, a fixed seed, every sampling parameter
+    explicit, top-5 logprobs, each prompt twice to measure the server's own noise. A server
+    still loading, down, or refusing the key gets no prompt: the reason is recorded.
+    Bounded by [canary] deadline (20 s). Stored like a snapshot (with the system and
+    processes probes), so `driftwatch diff HOST@good HOST@latest` compares two canaries.
+    Exit 0 complete, 3 stored but the canary failed somewhere, 1 nothing collected.
+    """
+    from driftwatch.commands.canary import run_canary
+
+    return run_canary(
+        targets, url=url, labels=label or [], json_out=json_out, parallel=parallel,
+        accept_new_host_key=accept_new_host_key, config_path=config, store_path=store,
     )
 
 
@@ -198,6 +230,7 @@ def check(
     deadline: Annotated[Optional[float], typer.Option("--deadline", metavar="SECONDS", help="Finish the whole command within SECONDS: probes get what is left, and what is unfinished then is a timeout (Slurm kills a health check at 60 s).", callback=_seconds)] = None,
     nhc: Annotated[bool, typer.Option("--nhc", help="For a scheduler's health check: print only one line, `ERROR: driftwatch: <most likely cause>`, when the check fails or cannot run; nothing when it passes.")] = False,
     perf: PerfOpt = False,
+    canary: CanaryOpt = False,
     config: ConfigOpt = None,
     store: StoreOpt = None,
 ) -> int:
@@ -211,6 +244,7 @@ def check(
     from pathlib import Path
 
     from driftwatch.commands.check import CheckRequest, run_check
+    from driftwatch.commands.snapshot import CanaryAsk
     from driftwatch.config import load_config
     from driftwatch.diff import Severity
 
@@ -226,6 +260,7 @@ def check(
         deadline=deadline,
         nhc=nhc,
         perf=perf,
+        canary=CanaryAsk(asked=canary),
     )
     return run_check(
         targets, request=request, json_out=json_out, markdown=markdown, parallel=parallel,
@@ -346,7 +381,7 @@ def accept(
 
 @app.command(cls=Command, short_help="Known-bad states of a host, each with its fix and reference.")
 def doctor(
-    targets: Annotated[list[str], typer.Argument(metavar="TARGET|REF", help="A host to snapshot now (and store), or a stored snapshot: HOST@LABEL, HOST@latest, HOST@~N, a file.", show_default=False)],
+    targets: Annotated[list[str], typer.Argument(metavar="TARGET|REF", help="A host to snapshot now (and store), or a stored snapshot: HOST@LABEL, HOST@latest, HOST@~N, HOST@<timestamp prefix> or a file.", show_default=False)],
     json_out: JsonOpt = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Markdown, for pasting into an issue.")] = False,
     timeout: Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", help="Per-probe deadline in seconds (for targets snapshotted now).", min=0.1)] = None,
@@ -425,7 +460,38 @@ def main(argv: list[str] | None = None) -> int:
     except DriftwatchError as exc:
         _print_error(f"driftwatch: error: {exc}")
         return EXIT_ERROR
+    except OSError as exc:  # a store or file this user may not read: one line, never a traceback
+        _print_error(f"driftwatch: error: {os_error_line(exc)}")
+        return EXIT_ERROR
     return result if isinstance(result, int) else EXIT_OK
+
+
+def os_error_line(exc: OSError) -> str:
+    """``cannot access snapshots/.driftwatch-layout: Permission denied (owned by root; …)``."""
+    import errno
+
+    what = f"cannot access {exc.filename}" if exc.filename else "cannot access a file"
+    line = f"{what}: {exc.strerror or exc}"
+    if exc.errno in (errno.EACCES, errno.EPERM) and exc.filename:
+        owner = _owner(str(exc.filename))
+        line += (f" (owned by {owner}: " if owner else " (") + (
+            "a store is private to the user who wrote it; run as that user, or --store one of your own)")
+    return line
+
+
+def _owner(path: str) -> str | None:
+    import pwd
+
+    for candidate in (path, os.path.dirname(path) or "."):
+        try:
+            uid = os.stat(candidate).st_uid
+        except OSError:
+            continue
+        try:
+            return pwd.getpwuid(uid).pw_name
+        except KeyError:
+            return f"uid {uid}"
+    return None
 
 
 def _print_error(*lines: str) -> None:

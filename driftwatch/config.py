@@ -6,6 +6,7 @@ then built-in defaults, which are enough to snapshot ``local`` or any SSH host.
 
 from __future__ import annotations
 
+import difflib
 import re
 import socket
 import sys
@@ -15,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from driftwatch.canary.settings import CanarySettings
 from driftwatch.errors import UserError
 from driftwatch.settings import WatchSettings
+from driftwatch.store.backend import DEFAULT_MAX_FILE_BYTES
 
 if TYPE_CHECKING:
     from driftwatch.rules.versions import VersionRule
@@ -74,7 +77,10 @@ class Config(BaseModel):
     ssh_config: str | None = None  # default ~/.ssh/config
     known_hosts: str | None = None  # default ~/.ssh/known_hosts (or UserKnownHostsFile)
     free_memory_threshold_mib: int = 1024
+    # The most read of one file of the store; a larger one is skipped and named (store/backend.py).
+    max_snapshot_bytes: int = Field(default=DEFAULT_MAX_FILE_BYTES, gt=0)
     watch: WatchSettings = Field(default_factory=WatchSettings)
+    canary: CanarySettings = Field(default_factory=CanarySettings)  # [canary]: the output canary (opt-in)
     hosts: dict[str, HostConfig] = Field(default_factory=dict)
     groups: dict[str, list[str]] = Field(default_factory=dict)
     # [[ignore]] (triage.ignore.IgnoreRule: never drift) and [[rules]] (rules.versions.
@@ -88,6 +94,14 @@ class Config(BaseModel):
         """The name the target ``local`` is stored under: ``local_name``, else the hostname
         (what the system probe records as ``hostname``), else ``local``."""
         return self.local_name or socket.gethostname() or LOCAL
+
+
+def canary_wanted(config: Config, watch: WatchSettings, asked: bool = False) -> bool:
+    """Whether a snapshot of a host with ``watch`` runs the canary: ``--canary``, else the
+    host's (or [watch]'s) ``canary``, else ``[canary] enabled``."""
+    if asked:
+        return True
+    return config.canary.enabled if watch.canary is None else watch.canary
 
 
 @dataclass(frozen=True)
@@ -139,10 +153,20 @@ def parse_config(text: str, *, source: str = "<config>") -> Config:
     try:
         config = Config.model_validate({**data, "source": source})
         for name in config.hosts:
-            host_watch(config, name)  # validate overrides now, not mid-snapshot
+            try:
+                host_watch(config, name)  # validate overrides now, not mid-snapshot
+            except ValidationError as exc:
+                raise UserError(f"{source}: hosts.{name}.{_first_error(exc, WatchSettings, HostConfig)}") from exc
         config.ignore, config.rules = (_tables(key, tables.get(key)) for key in ("ignore", "rules"))
     except ValidationError as exc:
         raise UserError(f"{source}: {_first_error(exc)}") from exc
+    local = config.hosts.get(LOCAL)
+    if local is not None and local.address is not None:  # `local` never connects: it would go unused
+        raise UserError(
+            f"{source}: hosts.local.address: `local` is this machine, read without SSH; to reach "
+            f"{local.address} give it a name of its own ([hosts.NAME] with address = ...). "
+            "[hosts.local] may set [watch] keys for this machine"
+        )
     for group, members in config.groups.items():
         unknown = [m for m in members if m not in config.hosts and m not in config.groups]
         if unknown:
@@ -167,6 +191,12 @@ def _tables(key: str, raw: Any) -> list[Any]:
 
 
 def _refuse_secrets(data: dict[str, Any], source: str) -> None:
+    canary = data.get("canary")
+    if isinstance(canary, dict) and any(k in canary for k in ("api_key", "key", "token")):
+        raise UserError(
+            f"{source}: canary: no API key in the config file; name the environment variable that holds it: "
+            'api_key_env = "OPENAI_API_KEY"'
+        )
     options = data.get("store_options")
     secret = next((k for k in options if _SECRET_KEY.search(str(k))), None) if isinstance(options, dict) else None
     if secret is not None:
@@ -176,13 +206,33 @@ def _refuse_secrets(data: dict[str, Any], source: str) -> None:
         )
 
 
-def _first_error(exc: ValidationError) -> str:
+def _first_error(exc: ValidationError, *models: type[BaseModel]) -> str:
     err = exc.errors()[0]
     loc = list(err["loc"])
+    parents = loc[:-1]
     if len(loc) >= 2 and loc[0] == "ignore" and isinstance(loc[1], int):
         loc[:2] = [f"[[ignore]] #{loc[1] + 1}"]  # as the reader counts the tables in the file
     where = ".".join(str(p) for p in loc)
-    return f"{where}: {err['msg'].removeprefix('Value error, ')}"
+    message = f"{where}: {err['msg'].removeprefix('Value error, ')}"
+    if err["type"] == "extra_forbidden" and loc:
+        known = _known_keys(parents, models or (Config,))
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+        message = f"{where}: unknown key" + (f"; did you mean {close[0]!r}?" if close else
+                                             f" (known: {', '.join(sorted(known))})")
+    return message
+
+
+def _known_keys(parents: list[Any], models: tuple[type[BaseModel], ...]) -> list[str]:
+    """The keys allowed where an unknown key sits: ``watch.pyhton`` → WatchSettings' fields."""
+    from driftwatch.rules.versions import VersionRule
+    from driftwatch.triage.ignore import IgnoreRule
+
+    nested = {"watch": WatchSettings, "store_options": StoreOptions, "rules": VersionRule, "ignore": IgnoreRule}
+    if parents and parents[0] in nested:
+        models = (nested[parents[0]],)
+    elif parents and parents[0] == "hosts":
+        models = (WatchSettings, HostConfig)
+    return sorted({name for model in models for name in model.model_fields if name != "source"})
 
 
 def host_watch(config: Config, name: str) -> WatchSettings:

@@ -5,19 +5,27 @@ file that could not be read), and keeps only the one before: a year of snapshots
 the memory of two, plus the changes found. Each step is diffed like ``diff`` (volatile
 readings are not changes), the config's ignore rules applied, and filtered by ``--item``
 (``triage.patterns.mentions``). Pure: the command reads the store and prints.
+
+Each step compares two consecutive states, so its explanations say "before" and "after",
+never "the good run" (``diff.sides``). A change that made a known-bad state of the snapshot
+before go away is a recovery: said so, and ranked below what broke in the same step.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from driftwatch.diff import Change, DiffOptions
-
-from driftwatch.explain import diff_snapshots
+from driftwatch.diff.sides import BEFORE_AND_AFTER, named
+from driftwatch.explain import DiffResult, diff_snapshots
 from driftwatch.model import Snapshot
+from driftwatch.rules.finding import NOTE, Diagnosis, Finding
+from driftwatch.rules.host import RuleOptions
+from driftwatch.rules.registry import diagnose
+from driftwatch.severity import Severity
 from driftwatch.triage.apply import RuleUse, triage
 from driftwatch.triage.ignore import Ignoring
 from driftwatch.triage.patterns import mentions
@@ -109,6 +117,7 @@ class HistoryQuery:
 def walk_history(snapshots: Iterable[Snapshot | None], query: HistoryQuery, use: RuleUse | None = None) -> History:
     """``snapshots`` oldest first, ``None`` for each unreadable file (see the module doc)."""
     history = History(query.host, query.pattern, query.since)
+    walk = _Walk(query, use)
     previous: Snapshot | None = None
     skipped = 0
     for snapshot in snapshots:
@@ -119,21 +128,51 @@ def walk_history(snapshots: Iterable[Snapshot | None], query: HistoryQuery, use:
         history.snapshots += 1
         history.first = history.first or Moment.of(snapshot)
         history.last = Moment.of(snapshot)
-        if previous is not None and (query.since is None or snapshot.taken_at >= query.since):
-            _add_step(history, previous, snapshot, query, use, skipped)
+        if previous is not None:
+            walk.step(history, previous, snapshot, skipped)
         previous, skipped = snapshot, 0
     return history
 
 
-def _add_step(
-    history: History, before: Snapshot, after: Snapshot, query: HistoryQuery, use: RuleUse | None, skipped: int
-) -> None:
-    result = triage(
-        diff_snapshots(before, after, options=query.options), host=query.host, ignoring=query.ignoring, use=use
-    )
-    changes = [c for c in result.changes if query.pattern is None or mentions(query.pattern, c)]
-    if not changes:
-        return
-    if all(c.status == "ignored" for c in changes):
-        history.quiet_steps += 1
-    history.steps.append(Step(Moment.of(before), Moment.of(after), changes, skipped))
+@dataclass
+class _Walk:
+    """One pair at a time; the diagnosis of the newer side is kept as the next step's older."""
+
+    query: HistoryQuery
+    use: RuleUse | None
+    diagnosis: Diagnosis | None = None  # of the snapshot before the step now compared
+
+    def step(self, history: History, before: Snapshot, after: Snapshot, skipped: int) -> None:
+        if self.query.since is not None and after.taken_at < self.query.since:
+            self.diagnosis = None
+            return
+        with named(BEFORE_AND_AFTER):
+            result = diff_snapshots(before, after, options=self.query.options)
+        earlier, self.diagnosis = self.diagnosis, result.after or self.diagnosis
+        if result.after is not None:  # the facts moved: a known-bad state may have gone
+            if earlier is None:
+                options = self.query.options
+                earlier = diagnose(before, RuleOptions.of(options.focus, options.version_rules))
+            result = recoveries(result, result.after.not_covering(earlier.findings))
+        result = triage(result, host=self.query.host, ignoring=self.query.ignoring, use=self.use)
+        changes = [c for c in result.changes if self.query.pattern is None or mentions(self.query.pattern, c)]
+        if not changes:
+            return
+        if all(c.status == "ignored" for c in changes):
+            history.quiet_steps += 1
+        history.steps.append(Step(Moment.of(before), Moment.of(after), changes, skipped))
+
+
+def recoveries(result: DiffResult, gone: list[Finding]) -> DiffResult:
+    """A drift change of a subject whose known-bad state went away (and that produced none):
+    a recovery, low, ranked below what broke."""
+    gone = [f for f in gone if f.severity is not NOTE]
+    changes = []
+    for change in result.changes:
+        healed = [f for f in gone if (change.category, str(change.item)) in f.subjects]
+        if healed and change.drift and not change.evidence and " — known-bad state (" not in change.explanation:
+            why = "; ".join(f"{f.rule}: {f.why}" for f in healed)
+            change = replace(change, severity=Severity.low,
+                             explanation=f"recovery: {change.explanation} — known-bad state gone ({why})")
+        changes.append(change)
+    return replace(result, changes=changes)

@@ -115,6 +115,12 @@ def within(seconds: float, *, margin: float = 0.0) -> float:
     return min(seconds, _cut - margin - time.monotonic())
 
 
+def end() -> float | None:
+    """time.monotonic() of the deadline's end (hosts still running then are given up);
+    None without a deadline."""
+    return _end
+
+
 @contextmanager
 def deadline(seconds: float | None, *, reserve: float = 0.0) -> Iterator[None]:
     """Bound what runs inside to ``seconds`` from now: the cut comes ``reserve`` seconds

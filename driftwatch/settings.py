@@ -33,6 +33,9 @@ DEFAULT_ENV = [
     "NVSHMEM_*", "UCX_*", "GLOO_*", "MASTER_ADDR", "MASTER_PORT",
 ]
 
+# Running servers recorded by default: substrings of a process's command line.
+DEFAULT_PROCESSES = ["sglang.launch_server", "sglang serve", "vllm serve", "vllm.entrypoints.openai.api_server"]
+
 
 class WatchSettings(BaseModel):
     """Per-host watch list. Paths with ``~`` expand on the target."""
@@ -44,14 +47,7 @@ class WatchSettings(BaseModel):
     repos: list[str] = Field(default_factory=list)
     files: list[str] = Field(default_factory=list)
     env: list[str] = Field(default_factory=lambda: list(DEFAULT_ENV))
-    processes: list[str] = Field(
-        default_factory=lambda: [
-            "sglang.launch_server",
-            "sglang serve",
-            "vllm serve",
-            "vllm.entrypoints.openai.api_server",
-        ]
-    )
+    processes: list[str] = Field(default_factory=lambda: list(DEFAULT_PROCESSES))
     logs: list[str] = Field(default_factory=list)
     # Compile and JIT cache directories (~ and $USER expand on the target). Known ones are
     # also followed where the login or a server's environment moves them (TRITON_CACHE_DIR).
@@ -64,5 +60,7 @@ class WatchSettings(BaseModel):
     # The opt-in performance fingerprint (snapshot/check --perf): its hard wall-clock bound.
     perf: bool = False
     perf_timeout: float = Field(default=60.0, gt=5, le=3600, allow_inf_nan=False)
+    # Run the output canary on this host in every snapshot/check (None: as [canary] enabled says).
+    canary: bool | None = None
     max_hash_bytes: int = 1024 * 1024 * 1024
     max_files: int = 20000

@@ -1,15 +1,30 @@
-"""Fixtures shared by the whole test suite."""
+"""Fixtures shared by the whole test suite.
+
+Every test is hermetic (``isolated``, autouse): it runs on a GPU box where SGLang and vLLM
+servers run, ``/etc/nccl.conf`` exists and the user's HOME holds caches, profiles and a
+driftwatch config, and sees none of them (``.ci/gpubox`` runs the suite in such a box).
+"""
 
 from __future__ import annotations
 
 import importlib.util
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from tests.hermetic import isolate
+
 from tests.hooks import Hook
+from tests.llama import LlamaServer, new_server, require
 from tests.s3 import S3Server, start_moto
 from tests.sshd import Sshd, find_sshd, start_sshd
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Each test hermetic: see tests/hermetic.py."""
+    yield isolate(tmp_path_factory.mktemp("home"), monkeypatch)
 
 
 @pytest.fixture(scope="session")
@@ -40,6 +55,18 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
         if importlib.util.find_spec(module) is None:
             pytest.skip(f"SKIPPED LOUDLY: {module} is not installed (pip install -e '.[test]'; .ci/run does it)")
     server = start_moto(tmp_path_factory.mktemp("moto") / "moto.log")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+    """A real llama-cpp-python server with SmolLM2-135M on the CPU, for the whole session
+    (see tests/llama.py); skipped loudly when the packages are not installed."""
+    require()
+    server = new_server(tmp_path_factory.mktemp("llama")).start()
     try:
         yield server
     finally:

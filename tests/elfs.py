@@ -25,15 +25,20 @@ def need_compiler() -> str:
     return COMPILER
 
 
-def build_library(path: Path, build_id: str, *, soname: str | None = None, pad: int = 0, symbol: str = "dw_f") -> Path:
-    """Compile a shared library at ``path`` whose GNU build-id is ``build_id`` (hex)."""
+def build_library(path: Path, build_id: str, *, soname: str | None = None, pad: int = 0, symbol: str = "dw_f",
+                  link: list[Path] | tuple[Path, ...] = (), runpath: str | None = None, rpath: str | None = None) -> Path:
+    """Compile a shared library at ``path`` whose GNU build-id is ``build_id`` (hex), linked
+    against the libraries in ``link`` (their SONAMEs become its DT_NEEDED), with a DT_RUNPATH
+    or an old-style DT_RPATH when given."""
     compiler = need_compiler()
     source = path.parent / f".{path.name}.c"
     path.parent.mkdir(parents=True, exist_ok=True)
     blob = f"const char dw_pad[{pad}] = {{1}};\n" if pad else ""
     source.write_text(f"{blob}int {symbol}(void) {{ return 7; }}\n")
+    search = [f"-Wl,--enable-new-dtags,-rpath,{runpath}"] if runpath else []
+    search += [f"-Wl,--disable-new-dtags,-rpath,{rpath}"] if rpath else []
     argv = [compiler, "-shared", "-fPIC", f"-Wl,--build-id=0x{build_id}", *([f"-Wl,-soname,{soname}"] if soname else []),
-            "-o", str(path), str(source)]
+            "-o", str(path), str(source), *(["-Wl,--no-as-needed"] if link else []), *map(str, link), *search]
     subprocess.run(argv, check=True, capture_output=True)
     source.unlink()
     return path

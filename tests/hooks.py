@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
@@ -34,3 +35,16 @@ class Hook:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class SilentHook:
+    """A webhook URL whose server accepts the connection and never answers."""
+
+    def __init__(self) -> None:
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(8)
+        self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}/hooks/T000/SECRET-TOKEN-123"
+
+    def close(self) -> None:
+        self.server.close()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.hermetic import watch_lines
 from tests.venvs import make_gpu_venv
 
 FAKES = Path(__file__).parent / "fakes"
@@ -31,7 +32,7 @@ def local_host(root: Path, monkeypatch: pytest.MonkeyPatch, *, watch: str = "", 
     (src / "server_args.py").write_text("mem_fraction_static = None\n")
     (root / "driftwatch.toml").write_text(
         (f'local_name = "{local_name}"\n' if local_name else "")
-        + f'timeout = 30\n[watch]\npython = ["{python}"]\nfiles = ["{src}/**/*.py"]\n{watch}'
+        + 'timeout = 30\n[watch]\n' + watch_lines(f'python = ["{python}"]\nfiles = ["{src}/**/*.py"]\n{watch}')
     )
     monkeypatch.chdir(root)
     return root

@@ -20,7 +20,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -273,3 +274,23 @@ def _wait_ready(server: Sshd) -> str:
             pass
         time.sleep(0.05)
     return f"no SSH banner on port {server.port} within {START_TIMEOUT:g}s: {server.log().strip()}"
+
+
+@contextmanager
+def sshd_with_home(tmp_path: Path) -> Iterator[tuple[Sshd, Path]]:
+    """A throwaway sshd whose sessions have ``tmp_path/home`` as HOME (caches, NCCL files and
+    hub cache sit at their real default places there), with the fake nvidia-smi's default
+    capture; skipped where OpenSSH's sshd is not installed."""
+    import pytest
+
+    exe = find_sshd()
+    if exe is None:
+        pytest.skip("OpenSSH sshd is not installed (apt-get install openssh-server; .ci/run does it)")
+    home = tmp_path / "home"
+    home.mkdir()
+    server = start_sshd(tmp_path / "sshd", exe, session_env={"HOME": str(home)})
+    try:
+        server.fake_env()
+        yield server, home
+    finally:
+        server.stop()

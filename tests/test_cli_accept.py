@@ -132,10 +132,42 @@ def test_an_accepted_driver_upgrade_is_quiet_until_it_changes_again(
     assert check_json(capsys, hook)[0] == 2 and len(hook.posts) == 1, "the same drift alerted twice"
 
 
+def test_replacing_an_acceptance_says_so_and_list_marks_those_not_in_effect(
+    host: Host, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host.driver(DRIVER_610)
+    assert main(["snapshot", "testhost"]) == 0
+    assert run(capsys, "accept", "testhost", "driver", "--reason", "rollout", "--until", "7d")[0] == 0
+    code, _, err = run(capsys, "accept", "testhost", "--reason", "all of it")  # a blanket accept later
+    assert code == 0 and "driver:driver: replaces the acceptance accepted 595.71.05 → 610.57.04" in err
+    assert "(until " in err and "with this one (never expiring)" in err
+    code, out, _ = run(capsys, "accept", "--list")
+    assert code == 0 and "not in effect" not in out
+    host.driver_version("610.99.01")  # moves on: the acceptance matches nothing any more
+    assert main(["snapshot", "testhost"]) == 0
+    code, out, _ = run(capsys, "accept", "--list", "--json")
+    [driver] = [a for a in json.loads(out) if a["category"] == "driver"]
+    assert not driver["in_effect"] and "changed it again, to '610.99.01'" in driver["not_in_effect"]
+    code, out, _ = run(capsys, "accept", "--list")
+    assert "(not in effect: the latest snapshot changed it again, to '610.99.01')" in out
+
+
+def test_an_acceptance_applies_from_when_it_was_made(host: Host, capsys: pytest.CaptureFixture[str]) -> None:
+    host.driver(DRIVER_610)
+    assert main(["snapshot", "testhost", "--label", "then"]) == 0  # drifted, before anyone accepted
+    host.sgl_kernel("0.3.17")
+    assert main(["snapshot", "testhost"]) == 0
+    assert run(capsys, "accept", "testhost", "--reason", "rollout")[0] == 0
+    code, out, _ = run(capsys, "diff", "testhost@good", "testhost@latest")
+    assert code == 0 and "accepted" in out.splitlines()[0]
+    code, out, _ = run(capsys, "diff", "testhost@good", "testhost@then")  # an old pair reads as it did
+    assert code == 2 and "ACCEPTED" not in out
+
+
 def test_an_expired_acceptance_alerts_and_says_so(host: Host, hook: Hook, capsys: pytest.CaptureFixture[str]) -> None:
     host.driver(DRIVER_610)
     assert main(["snapshot", "testhost"]) == 0
-    until = datetime.now(timezone.utc) + timedelta(seconds=4)
+    until = datetime.now(timezone.utc) + timedelta(seconds=15)  # room for an accept and a check on a loaded machine
     stamp = until.strftime("%Y-%m-%dT%H:%M:%SZ")
     assert main(["accept", "testhost", "driver", "gpu:*", "--reason", "short trial", "--until", stamp]) == 0
     assert check_json(capsys, hook)[0] == 0 and hook.posts == []
@@ -146,7 +178,7 @@ def test_an_expired_acceptance_alerts_and_says_so(host: Host, hook: Hook, capsys
     assert "acceptance expired" in hook.posts[0]["text"]
     assert all(c["lapsed"].startswith("acceptance expired") for c in entry["changes"] if c["status"] == "drift")
     code, out, _ = run(capsys, "accept", "--list", "testhost")
-    assert code == 0 and "(expired: counts as drift again)" in out
+    assert code == 0 and "(not in effect: expired, counts as drift again)" in out
 
     code, _, err = run(capsys, "accept", "testhost", "--reason", "x", "--until", "2020-01-01")
     assert code == 1 and "has already passed" in err  # never accepted already expired

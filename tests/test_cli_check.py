@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from driftwatch.cli import main
 from driftwatch.store import SnapshotStore
-from tests.hooks import Hook
+from tests.hooks import Hook, SilentHook
 from tests.sshd import Sshd, free_port
 from tests.venvs import make_gpu_venv, site_packages, write_dist_info
 
@@ -286,3 +287,30 @@ def test_label_remove_and_prune_keep_labelled(gpu_host: Path, capsys: pytest.Cap
     assert main(["label", "testhost@latest", "nope", "--remove"]) == 1
     assert main(["prune", "--keep", "1"]) == 0 and len(store.paths("testhost")) == 1
     assert main(["prune"]) == 1
+
+
+def test_a_webhook_that_never_answers_costs_the_alert_not_the_result(
+    gpu_host: Path, tmp_path: Path, hook: Hook, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --deadline as a scheduler's health check runs it: the drift is found in seconds, then
+    # the webhook hangs. The result (exit code, NHC line, .prom) stands; the alert waits.
+    silent = SilentHook()
+    prom = tmp_path / "textfile"
+    set_sgl_kernel(gpu_host, "0.3.17")
+    capsys.readouterr()
+    try:
+        started = time.monotonic()
+        code = check("--deadline", "12", "--nhc", "--textfile", str(prom), "--notify", silent.url)
+        took = time.monotonic() - started
+    finally:
+        silent.close()
+    out, err = capsys.readouterr()
+    assert code == 2 and out.startswith("ERROR: driftwatch: sgl-kernel 0.3.16.post4 → 0.3.17"), (out, err)
+    # The deadline starts once the config is read; a loaded machine adds a little before it.
+    assert took < 12 + 3, f"{took:.1f}s with --deadline 12: the webhook's three tries were waited for"
+    assert "notification to http://127.0.0.1/… failed" in err and "SECRET-TOKEN" not in err
+    assert "within the --deadline" not in err
+    samples = {s.name: s.value for m in text_string_to_metric_families((prom / "driftwatch_testhost.prom").read_text())
+               for s in m.samples if s.name == "driftwatch_up"}
+    assert samples == {"driftwatch_up": 1}
+    assert check("--notify", hook.url) == 2 and len(hook.posts) == 1  # not delivered: it goes out next time

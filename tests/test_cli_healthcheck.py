@@ -151,7 +151,9 @@ def test_past_the_deadline_what_was_collected_is_stored_and_diffed(
     monkeypatch.setenv("FAKE_NVIDIA_SMI_HANG", "1")
     assert main(["check", "local", "--deadline", "6", "--json"]) == 2
     [entry] = json.loads(capsys.readouterr().out)
-    assert [(c["category"], c["item"], c["new"]) for c in entry["changes"]] == [("probe", "gpu", "timeout")]
+    # Under load the deadline may also cut the login shell short: a read that timed out, said so.
+    changes = [c for c in entry["changes"] if "timed out" not in str(c["new"])]
+    assert [(c["category"], c["item"], c["new"]) for c in changes] == [("probe", "gpu", "timeout")]
     assert main(["show", "local@latest", "--json"]) == 0
     probes = json.loads(capsys.readouterr().out)["probes"]
     assert probes["gpu"]["status"] == "timeout" and "--deadline" in probes["gpu"]["error"]

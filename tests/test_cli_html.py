@@ -104,18 +104,20 @@ def test_the_file_is_checked_before_the_work(store: SnapshotStore, capsys: pytes
     assert code == 1 and "no folder no-such-folder" in err and "gpu09" not in err
 
 
-def test_the_file_is_replaced_whole_with_the_umasks_mode(
-    store: SnapshotStore, capsys: pytest.CaptureFixture[str], tmp_path: Path
+@pytest.mark.parametrize("umask", [0o000, 0o027])
+def test_the_file_is_replaced_whole_and_is_0644_whatever_the_umask(
+    store: SnapshotStore, capsys: pytest.CaptureFixture[str], tmp_path: Path, umask: int
 ) -> None:
+    # Under umask 000 a report was world-writable (0666) beside a store kept 700/600.
     target = tmp_path / "out" / "report.html"
     target.parent.mkdir()
     target.write_text("an older report " * 10_000)
-    old_umask = os.umask(0o027)
+    old_umask = os.umask(umask)
     try:
         assert run(capsys, *COMMANDS["diff"], "--html", str(target))[0] == 2
     finally:
         os.umask(old_umask)
     text = target.read_text(encoding="utf-8")
     assert text.startswith("<!DOCTYPE html>") and text.rstrip().endswith("</html>") and "older" not in text
-    assert target.stat().st_mode & 0o777 == 0o640
+    assert target.stat().st_mode & 0o777 == 0o644
     assert [p.name for p in target.parent.iterdir()] == ["report.html"]  # no temp file left

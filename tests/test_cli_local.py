@@ -130,3 +130,6 @@ def test_help_reads_like_a_man_page(capsys: pytest.CaptureFixture[str]) -> None:
         assert "[[" not in text and "]...]" not in text, text
     assert main(["prune", "--help"]) == 0
     assert capsys.readouterr().out.startswith("Usage: driftwatch prune [OPTIONS] [HOST...]")
+    for command in ("show", "doctor"):  # every REF form, in every command that takes one
+        assert main([command, "--help"]) == 0
+        assert "HOST@<timestamp" in capsys.readouterr().out, command

@@ -11,13 +11,16 @@ import os
 import stat
 import subprocess
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from driftwatch.cli import main
+from driftwatch.model import utcnow
 from driftwatch.store import SnapshotStore
+from driftwatch.store.names import snapshot_stem
 from tests.builders import snapshot
 from tests.localhost import local_host
 from tests.s3 import S3Server
@@ -96,7 +99,7 @@ def test_an_unreadable_snapshot_newer_than_the_baseline_does_not_block_check(
     local: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["snapshot", "local", "--label", "good"]) == 0
-    bad = Path("snapshots/local/20991231T000000.000000Z.json")
+    bad = Path(f"snapshots/local/{snapshot_stem(utcnow() + timedelta(minutes=1))}.json")  # newer, not in the future
     bad.write_text(BROKEN)
     upgrade_sgl_kernel(local)
     notify, sent = alert_program(local)

@@ -102,3 +102,22 @@ def test_store_options_take_where_and_how_never_a_secret() -> None:
         assert "\n" not in str(info.value) and "AKIA" not in str(info.value)
     with pytest.raises(UserError, match="store_options.bucket"):
         parse_config('[store_options]\nbucket = "x"\n')
+
+
+def test_hosts_local_sets_this_machines_watch_keys() -> None:
+    config = parse_config('[hosts.local]\nrepos = ["/srv/sglang"]\n')
+    [target] = resolve_targets(config, ["local"])
+    assert target.is_local and target.watch.repos == ["/srv/sglang"]
+
+
+@pytest.mark.parametrize(("text", "line"), [
+    ('stroe = "x"\n', "stroe: unknown key; did you mean 'store'?"),
+    ('[watch]\npyhton = ["python3"]\n', "watch.pyhton: unknown key; did you mean 'python'?"),
+    ('[hosts.gpu01]\naddress = "a"\npyhton = ["python3"]\n', "hosts.gpu01.pyhton: unknown key; did you mean 'python'?"),
+    ('[store_options]\nendpoint = "x"\n', "store_options.endpoint: unknown key; did you mean 'endpoint_url'?"),
+])
+def test_a_config_typo_names_its_place_and_the_likely_key(text: str, line: str) -> None:
+    with pytest.raises(UserError) as caught:
+        parse_config(text, source="driftwatch.toml")
+    assert str(caught.value) == f"driftwatch.toml: {line}"
+    assert "Extra inputs are not permitted" not in str(caught.value)

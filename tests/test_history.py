@@ -9,7 +9,10 @@ from driftwatch.diff import DiffOptions
 from driftwatch.history import HistoryQuery, walk_history
 from driftwatch.model import Snapshot
 from driftwatch.triage.ignore import Ignoring
+from driftwatch.severity import Severity
 from tests.diff.builders import T0, baseline, dists, make_snapshot
+from tests.diff.test_launch import SGLANG, logs, processes
+from tests.seed import seed_log
 
 NOW = datetime(2026, 12, 1, tzinfo=timezone.utc)
 
@@ -66,3 +69,26 @@ def test_json_has_each_step_with_its_times() -> None:
     step = document["steps"][0]
     assert step["at"] == "2026-02-19T11:00:00+00:00" and step["from"]["taken_at"] == "2026-02-19T10:00:00+00:00"
     assert {c["status"] for c in step["changes"]} == {"drift"}
+
+
+def test_a_removed_override_is_a_recovery_told_before_and_after() -> None:
+    # Good (auto-detected 0.88), then `--mem-fraction-static 0.55` fails, then the flag is
+    # removed while NCCL is upgraded in the same step: the second step is no "good run".
+    def state(minutes: int, *flags: str, fails: bool, nccl: str = "2.27.3") -> Snapshot:
+        facts = baseline()
+        dists(facts)["nvidia-nccl-cu12"].update(version=nccl, record_sha256=f"rec-{nccl}")
+        fraction = float(flags[-1]) if flags else 0.88
+        return make_snapshot(minutes=minutes, processes=processes(*SGLANG, *flags),
+                             logs=logs(seed_log(fraction, fails=fails)), **facts)
+
+    snaps: list[Snapshot | None] = [state(0, fails=False), state(60, "--mem-fraction-static", "0.55", fails=True),
+                                    state(120, fails=False, nccl="2.27.7")]
+    broke, fixed = walk_history(snaps, query()).steps
+    [worse] = [c for c in broke.drift if c.item == "mem_fraction_static"]
+    assert "auto-detected 0.88" in worse.explanation and "good run" not in worse.explanation
+    [back] = [c for c in fixed.drift if c.item == "mem_fraction_static"]
+    text = back.explanation
+    assert "good run" not in text and "before " in text and "; after " in text, text
+    assert text.startswith("recovery: --mem-fraction-static no longer set explicitly (0.55)") and "known-bad state gone" in text
+    assert back.severity is Severity.low and fixed.drift[-1] is back  # below the NCCL upgrade
+    assert fixed.drift[0].item != "mem_fraction_static"

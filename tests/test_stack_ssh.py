@@ -24,7 +24,7 @@ import pytest
 from driftwatch.cli import main
 from driftwatch.facts.fmt import when
 from tests.hfcache import GENERATION, model_files, write_revision
-from tests.sshd import Sshd, find_sshd, start_sshd
+from tests.sshd import Sshd, sshd_with_home
 from tests.venvs import make_gpu_venv, sglang_checkout, site_packages, write_dist_info
 
 
@@ -54,18 +54,9 @@ class Host:
 
 @pytest.fixture
 def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Host]:
-    exe = find_sshd()
-    if exe is None:
-        pytest.skip("OpenSSH sshd is not installed (apt-get install openssh-server; .ci/run does it)")
-    home = tmp_path / "home"
-    home.mkdir()
-    server = start_sshd(tmp_path / "sshd", exe, session_env={"HOME": str(home)})
-    try:
-        server.fake_env()
+    with sshd_with_home(tmp_path) as (server, home):
         monkeypatch.chdir(tmp_path)
         yield Host(tmp_path, home, server, make_gpu_venv(tmp_path / "venv"))
-    finally:
-        server.stop()
 
 
 def build_flashinfer_op(home: Path, version: str, built: float) -> Path:

@@ -24,7 +24,7 @@ from rich.text import Text
 from driftwatch.commands.common import (
     host_message, ignoring, load, print_json, stderr_console, stdout_console, store_warnings, warn,
 )
-from driftwatch.config import Config, Target, resolve_targets
+from driftwatch.config import Config, Target, host_watch, resolve_targets
 from driftwatch.diff import DiffOptions
 from driftwatch.explain import diff_snapshots
 from driftwatch.facts.fmt import plural
@@ -145,9 +145,13 @@ def _accept(target: Target, config: Config, store: SnapshotStore, request: Accep
         return HostResult(host, "accepted")
     book = _writable_book(store, host)
     now = utcnow()
-    entries = [Acceptance.of(c, reason=request.reason.strip(), by=who(), at=now, until=request.until) for c in chosen]
-    book.baselines[label] = merge(book.for_baseline(label), entries)
+    entries = [Acceptance.of(c, reason=request.reason.strip(), by=who(), at=now, until=request.until,
+                             since=latest.snapshot.taken_at) for c in chosen]
+    book.baselines[label], replaced = merge(book.for_baseline(label), entries)
     write_book(store, book)
+    for old, new in replaced:  # never silently: an --until 7d one replaced by one that never expires
+        warn(f"{host}: {old.category}:{old.shown_item}: replaces the acceptance {old.describe()} "
+             f"({old.until_text()}) with this one ({new.until_text()})")
     return HostResult(host, "accepted", entries)
 
 
@@ -204,18 +208,47 @@ def run_list(word: str | None, *, json_out: bool, config_path: str | None, store
         for problem in book.problems:
             warn(problem)
     rows = [(b.host, label, a) for b in books for label, entries in sorted(b.baselines.items()) for a in entries]
+    with store_warnings(store):
+        state = {(h, label): _drift_now(store, config, h, label) for h, label in {(h, label) for h, label, _ in rows}}
+    judged = [(h, label, a, _standing(a, state[(h, label)], now)) for h, label, a in rows]
     if json_out:
-        print_json([{"host": h, "baseline": label, "expired": a.expired(now), **a.to_json()} for h, label, a in rows])
+        print_json([{"host": h, "baseline": label, "expired": a.expired(now), "in_effect": standing is None,
+                     "not_in_effect": standing, **a.to_json()} for h, label, a, standing in judged])
         return EXIT_OK
     console = stdout_console()
     if not rows:
         console.print(Text(f"no acceptances{' for ' + clean(word) if word else ''} in {store.root}"))
-    for host, label, entry in rows:
+    for host, label, entry, standing in judged:
         line = Text(clean(f"{host} @{label}  "), style="bold")
         line.append(f"{entry.category:<11} ", style="bold")
         line.append(clean(entry.explanation or entry.shown_item))
         console.print(line)
         until = f"; until {shown(entry.until)}" if entry.until else ""
-        expired = " (expired: counts as drift again)" if entry.expired(now) else ""
-        console.print(Text("    " + clean(entry.describe() + until) + expired, style="yellow" if expired else "dim"))
+        note = f" (not in effect: {standing})" if standing else ""
+        console.print(Text("    " + clean(entry.describe() + until) + note, style="yellow" if note else "dim"))
     return EXIT_OK
+
+
+def _drift_now(store: SnapshotStore, config: Config, host: str, label: str) -> list[Any] | None:
+    """The host's drift from its ``label`` baseline as of its latest snapshot (None: unknown)."""
+    baseline, latest = store.find_label(host, label), store.latest(host)
+    if baseline is None or latest is None:
+        return None
+    options = DiffOptions(free_memory_threshold_mib=config.free_memory_threshold_mib,
+                          focus=list(host_watch(config, host).focus))
+    result = diff_snapshots(baseline.snapshot, latest.snapshot, options=options)
+    return [c for c in result.changes if c.drift]
+
+
+def _standing(entry: Acceptance, drift: list[Any] | None, now: datetime) -> str | None:
+    """Why an acceptance does nothing now, or None when it is in effect."""
+    if entry.expired(now):
+        return "expired, counts as drift again"
+    if drift is None:
+        return "no baseline or latest snapshot to apply it to"
+    if any(entry.matches(c) for c in drift):
+        return None
+    again = [c for c in drift if (c.category, str(c.item)) == (entry.category, entry.item)]
+    if again:
+        return f"the latest snapshot changed it again, to {again[0].new!r}"
+    return "the latest snapshot no longer has this change"

@@ -15,7 +15,7 @@ from driftwatch import interrupt
 from driftwatch.cron.alerts import AlertKind, AlertState, fingerprint
 from driftwatch.commands.common import host_message, ignoring, load, print_json, stderr_console, warn_unused_rules
 from driftwatch.commands.diff import output_format, print_report
-from driftwatch.commands.snapshot import HostOutcome, take_snapshot
+from driftwatch.commands.snapshot import CanaryAsk, HostOutcome, take_snapshot
 from driftwatch.config import Config, Target, resolve_targets
 from driftwatch.diff import Change, DiffOptions, Severity
 from driftwatch.explain import DiffResult, diff_snapshots
@@ -23,7 +23,7 @@ from driftwatch.explain.known_bad import sentence
 from driftwatch.errors import StoreError, UserError
 from driftwatch.model import Snapshot
 from driftwatch.cron.notify import send, validate_destination
-from driftwatch.report.diff import headline
+from driftwatch.report.diff import HEADLINE_MAX, headline
 from driftwatch.report.nhc import nhc_line
 from driftwatch.report.safe import clean
 from driftwatch.cron.retention import save_deduplicated
@@ -40,6 +40,9 @@ EXIT_OK, EXIT_ERROR, EXIT_DRIFT = 0, 1, 2
 # Kept back from --deadline after the cut, for storing, diffing, alerting and reporting
 # what was collected: a quarter of it, at most this.
 FINISH_S = 5.0
+# Notifications end this long before the deadline's end, so the host's result is still
+# taken then: a webhook that never answers costs its alert, never the result.
+NOTIFY_MARGIN_S = 0.5
 
 
 @dataclass
@@ -57,6 +60,7 @@ class CheckRequest:
     deadline: float | None = None  # --deadline: seconds for the whole command
     nhc: bool = False  # --nhc: one line for a scheduler's health check, nothing else on stdout
     perf: bool = False  # --perf: measure the host too (the opt-in perf probe)
+    canary: CanaryAsk = field(default_factory=CanaryAsk)  # --canary
 
 
 @dataclass
@@ -120,25 +124,41 @@ def _late(request: CheckRequest, store: SnapshotStore) -> Callable[[Target], Che
     return late
 
 
+@dataclass(frozen=True)
+class PendingAlert:
+    """An alert decided under the host's lock, sent once the result is written."""
+
+    state: AlertState
+    kind: AlertKind
+    current: str | None  # the fingerprint to remember once it is delivered
+
+
 def _check_locked(target: Target, config: Config, store: SnapshotStore, request: CheckRequest) -> CheckOutcome:
     taken = take_snapshot(
-        target, config, store, timeout=request.timeout, labels=[], accept_new_host_key=request.accept_new_host_key
+        target, config, store, timeout=request.timeout, labels=[], accept_new_host_key=request.accept_new_host_key,
+        canary=request.canary,
     )
-    outcome = _evaluate(target, config, store, request, taken)
+    outcome, alert = _evaluate(target, config, store, request, taken)
     if taken.snapshot is not None:
         after = outcome.result.after if outcome.result is not None else None
         outcome.known_bad = after or diagnose(taken.snapshot, RuleOptions.of(target.watch.focus, config.rules))
-    outcome.warnings[:0] = store.unreadable(target.name)  # each skipped file, named
-    _textfile(request, outcome, taken.snapshot, store)
+    outcome.warnings[:0] = store.unreadable(target.name) + store.ahead(target.name)  # each skipped file, named
+    _textfile(request, outcome, taken.snapshot, store)  # the result first: notifications get what is left
+    if alert is not None:
+        written_ok = outcome.store_write_ok
+        _deliver(outcome, alert, request)
+        if outcome.store_write_ok != written_ok:  # the alert state could not be stored
+            _textfile(request, outcome, taken.snapshot, store)
     return outcome
 
 
 def _evaluate(
     target: Target, config: Config, store: SnapshotStore, request: CheckRequest, taken: HostOutcome
-) -> CheckOutcome:
-    """Store the snapshot, diff it against the baseline and alert: a store that fails never hides a drift."""
+) -> tuple[CheckOutcome, PendingAlert | None]:
+    """Store the snapshot, diff it against the baseline and decide the alert: a store that
+    fails never hides a drift."""
     if taken.snapshot is None:
-        return CheckOutcome(target.name, error=taken.error)
+        return CheckOutcome(target.name, error=taken.error), None
     interrupt.check()  # stopped: nothing stored, nothing sent
     not_stored = None
     try:
@@ -157,7 +177,7 @@ def _evaluate(
             )
         return CheckOutcome(
             target.name, error=error, warnings=[not_stored] if not_stored else [], store_write_ok=not not_stored
-        )
+        ), None
     options = DiffOptions(
         free_memory_threshold_mib=config.free_memory_threshold_mib, focus=list(target.watch.focus),
         version_rules=tuple(config.rules),
@@ -171,30 +191,30 @@ def _evaluate(
     outcome = CheckOutcome(
         target.name, result=result, error=not_stored, warnings=list(book.problems), store_write_ok=not not_stored
     )
-    _alert(outcome, store, request)
-    return outcome
-
-
-def _alert(outcome: CheckOutcome, store: SnapshotStore, request: CheckRequest) -> None:
-    assert outcome.result is not None
     state = AlertState.for_host(store, outcome.host, request.baseline)
-    current = fingerprint(outcome.result.drift_changes, outcome.result.problems)
+    current = fingerprint(result.drift_changes, result.problems)
     kind = state.decide(current)
-    if kind is None:
-        return
+    return outcome, None if kind is None else PendingAlert(state, kind, current)
+
+
+def _deliver(outcome: CheckOutcome, alert: PendingAlert, request: CheckRequest) -> None:
+    """Send the alert within what is left of --deadline; a failure is a warning beside the result."""
+    assert outcome.result is not None
     if request.notify:
         interrupt.check()
-        payload = alert_payload(outcome.host, request.baseline, kind, outcome.result)
-        failures = [w for w in (send(dest, payload) for dest in request.notify) if w]
+        payload = alert_payload(outcome.host, request.baseline, alert.kind, outcome.result)
+        end = interrupt.end()
+        until = None if end is None else end - NOTIFY_MARGIN_S
+        failures = [w for w in (send(dest, payload, until=until) for dest in request.notify) if w]
         outcome.warnings += failures
         if len(failures) == len(request.notify):
             return  # delivered nowhere: alert again next run
     elif not request.quiet:
         return  # a person at a terminal: the report is printed, no alert is used up
     # Delivered somewhere, or printed by --quiet for cron to mail: do not repeat it.
-    outcome.alert = kind
+    outcome.alert = alert.kind
     try:
-        state.remember(current)
+        alert.state.remember(alert.current)
     except StoreError as exc:  # full or read-only: the alert went out, it may go out again
         outcome.store_write_ok = False
         problem = f"{exc}: the same alert may be sent again"
@@ -209,7 +229,8 @@ def alert_payload(host: str, baseline: str, kind: AlertKind, result: DiffResult)
         decided = [f"{result.summary[k]} {k}" for k in ("accepted", "ignored") if result.summary.get(k)]
         text = f"driftwatch: {host} is back on its {baseline!r} baseline (resolved{'; ' if decided else ''}{', '.join(decided)})"
     else:
-        text = f"driftwatch: {host} drifted from its {baseline!r} baseline: {headline(result)}"
+        lead = f"driftwatch: {host} drifted from its {baseline!r} baseline: "
+        text = lead + headline(result, limit=max(HEADLINE_MAX - len(lead), 80))
     return {"text": text, "host": host, "baseline": baseline, "status": kind.value, **result.to_json()}
 
 

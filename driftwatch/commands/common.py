@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from driftwatch.triage.apply import RuleUse
 
+HTML_MODE = 0o644
 # rich is imported when something is printed, not at start-up: `snapshot` imports it
 # while the target's command agent is still starting (see commands/snapshot.py).
 
@@ -30,21 +31,47 @@ if TYPE_CHECKING:
 def load(config_path: str | None, store_path: str | None) -> tuple[Config, SnapshotStore]:
     config = load_config(config_path)
     store = SnapshotStore(
-        store_path or config.store, options=config.store_options.as_dict(), local_name=config.local_host_name()
+        store_path or config.store, options=config.store_options.as_dict(), local_name=config.local_host_name(),
+        max_bytes=config.max_snapshot_bytes,
     )
     return config, store
+
+
+def store_origin(config: Config, store_path: str | None) -> str:
+    """Where the store a command read came from: ``--store``, a config file, or the default."""
+    if store_path:
+        return "from --store"
+    if config.source and "store" in config.model_fields_set:
+        return f"from {config.source}"
+    found = f" (the config {config.source} sets none)" if config.source else (
+        " (no ./driftwatch.toml nor ~/.config/driftwatch/config.toml)")
+    return f"the default, relative to this folder{found}"
+
+
+# Off a terminal (cron mail, `| less`, CI logs) nothing is wrapped: a bus id or a snapshot
+# file name broken mid-word at rich's default 80 columns cannot be searched or pasted.
+UNWRAPPED = 1 << 16
+
+
+def _width(stream: Any) -> int | None:
+    """None (rich asks the terminal, or COLUMNS) on a terminal; too wide to wrap elsewhere."""
+    try:
+        terminal = stream.isatty()
+    except (AttributeError, ValueError):
+        terminal = False
+    return None if terminal or os.environ.get("COLUMNS") else UNWRAPPED
 
 
 def stdout_console() -> Console:
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=True)
+    return Console(highlight=False, soft_wrap=True, width=_width(sys.stdout))
 
 
 def stderr_console() -> Console:
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return Console(stderr=True, highlight=False, soft_wrap=True, width=_width(sys.stderr))
 
 
 def print_json(document: Any) -> None:
@@ -117,14 +144,12 @@ def html_path(name: str | None) -> Path | None:
 
 
 def write_html(path: Path | None, page: Callable[[], str]) -> None:
-    """Write the page to ``path`` whole or not at all (temp file, then rename), as a file
-    the shell's ``>`` would make: mode 0666 less the umask."""
+    """Write the page to ``path`` whole or not at all (temp file, then rename), mode 0644
+    whatever the umask: a report to read and attach, never one anybody may rewrite."""
     if path is None:
         return
     data = page().encode("utf-8")
-    umask = os.umask(0o022)
-    os.umask(umask)
     try:
-        replace_file(path, data, mode=0o666 & ~umask)
+        replace_file(path, data, mode=HTML_MODE)
     except OSError as exc:
         raise UserError(f"cannot write --html {path}: {exc.strerror or exc}") from exc

@@ -82,7 +82,7 @@ def run_diff(
         book = read_book(store, host)
         for problem in book.problems:
             warn(problem)
-        acceptances = book.for_baseline(label)
+        acceptances = book.for_baseline(label, new.snapshot.taken_at)  # as they stood then
     use = RuleUse()
     result = triage(result, host=host, ignoring=ignoring(config), acceptances=acceptances, use=use)
     warn_unused_rules(config, use)

@@ -30,14 +30,17 @@ from driftwatch.triage.fleet import ignore_findings
 EXIT_OK, EXIT_ERROR, EXIT_OUTLIERS = 0, 1, 2
 HOSTS_NAMED = 8  # a longer host list is counted, not spelled out
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_NEVER_STALE_S = 1000 * 366 * 86400
 
 
-def parse_age(text: str) -> timedelta:
-    """``30m``, ``2h``, ``1d``, ``90s`` or plain seconds; a one-line UserError otherwise."""
+def parse_age(text: str) -> timedelta | None:
+    """``30m``, ``2h``, ``1d``, ``90s`` or plain seconds; a one-line UserError otherwise.
+    None for an age no snapshot can have (over 1,000 years): nothing is stale."""
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text.lower())
     if match is None or float(match.group(1)) <= 0:
         raise UserError(f"--max-age {text!r}: expected a duration such as 30m, 2h or 1d")
-    return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2) or "s"])
+    seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]
+    return None if seconds > _NEVER_STALE_S else timedelta(seconds=seconds)
 
 
 @dataclass

@@ -57,7 +57,7 @@ def gather_stored(
     """``files``: each host's snapshot files, oldest first (``store.paths`` / ``store.inventory``)."""
     result = StoredFleet()
     cutoff = now - max_age if max_age is not None else None
-    todo = deque(_Host(h, deque(reversed(paths))) for h, paths in files.items())
+    todo = deque(_Host(h, deque(store.newest_order(paths))) for h, paths in files.items())
     # A folder's files are read by the extracting process itself: no copy of every snapshot
     # through a pipe. An object store's are fetched here, 16 at a time, to hide its latency.
     direct = isinstance(store.backend, LocalBackend)
@@ -72,7 +72,8 @@ def gather_stored(
                 if location is None:
                     continue
                 if direct:
-                    pending[cpu.submit(extract_file, host.name, str(location))] = (host, location, False)
+                    pending[cpu.submit(extract_file, host.name, str(location), store.backend.max_bytes)] = (
+                        host, location, False)
                 else:
                     pending[reads.submit(store.backend.read, location)] = (host, location, True)
             done, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
@@ -136,10 +137,10 @@ def _start_worker(options: DiffOptions) -> None:
     _start(options)
 
 
-def extract_file(host: str, location: str) -> HostExtract | str:
+def extract_file(host: str, location: str, max_bytes: int) -> HostExtract | str:
     """A local snapshot file's facts, or why it cannot be read."""
     try:
-        return extract_bytes(host, location, read_file(location))
+        return extract_bytes(host, location, read_file(location, max_bytes))
     except StoreError as exc:
         return str(exc)
 

@@ -2,43 +2,45 @@
 
 from __future__ import annotations
 
-from driftwatch.commands.common import load, print_json, stdout_console, store_warnings
-from driftwatch.errors import StoreError, UserError
-from driftwatch.model import Snapshot
+from pathlib import Path
+
+from driftwatch.commands.common import load, print_json, stdout_console, store_origin, store_warnings, warn
+from driftwatch.errors import UserError
 from driftwatch.report.snapshots import print_list
-from driftwatch.store import Location, resolve_ref
+from driftwatch.store import ListedSnapshot, resolve_ref
 
 
 def run_list(host: str | None, *, json_out: bool, config_path: str | None, store_path: str | None) -> int:
-    _, store = load(config_path, store_path)
+    config, store = load(config_path, store_path)
+    where = f"{store.root} ({store_origin(config, store_path)})"
+    if isinstance(store.root, Path) and not store.root.exists():
+        raise UserError(f"snapshot store {where} does not exist")
     with store_warnings(store):
         # One listing of the host's prefix, or of the whole store: never one per host.
         found = {store.name_of(host): store.paths(host)} if host else store.inventory()
         if host and not found[store.name_of(host)]:
-            raise UserError(f"no snapshots of {host!r} in {store.root} (hosts: {', '.join(store.hosts()) or 'none'})")
-    rows: list[tuple[str, Location, Snapshot | None, str | None]] = []
-    for name, paths in found.items():
-        for path in paths:
-            try:
-                rows.append((name, path, store.load(path), None))
-            except StoreError as exc:  # one bad file must not hide the others
-                rows.append((name, path, None, str(exc)))
+            raise UserError(f"no snapshots of {host!r} in {where} (hosts: {', '.join(store.hosts()) or 'none'})")
+    if not found:
+        warn(f"snapshot store {where} has no snapshots")
+    # Each file's head (its time and labels) and size, never the whole file: 20,000 of a
+    # host are listed in seconds, in the memory of one row each.
+    rows = [(name, store.listed(path)) for name, paths in found.items() for path in paths]
     if json_out:
-        print_json([_list_entry(*row) for row in rows])
+        print_json([_list_entry(name, row) for name, row in rows])
     else:
         print_list(stdout_console(), rows)
     return 0
 
 
-def _list_entry(host: str, path: Location, snapshot: Snapshot | None, error: str | None) -> dict[str, object]:
-    if snapshot is None:
-        return {"host": host, "path": str(path), "error": error}
+def _list_entry(host: str, row: ListedSnapshot) -> dict[str, object]:
+    if row.error is not None:
+        return {"host": host, "path": str(row.path), "error": row.error}
     return {
         "host": host,
-        "path": str(path),
-        "taken_at": snapshot.taken_at.isoformat(),
-        "labels": snapshot.labels,
-        "probes": {name: record.status.value for name, record in snapshot.probes.items()},
+        "path": str(row.path),
+        "taken_at": row.taken_at.isoformat() if row.taken_at else None,
+        "labels": row.labels,
+        "bytes": row.size,
     }
 
 

@@ -6,20 +6,34 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from driftwatch import interrupt
 from driftwatch.commands.common import host_message, load, print_json, stderr_console, stdout_console, store_warnings
-from driftwatch.config import Config, Target, resolve_targets
+from driftwatch.config import Config, Target, canary_wanted, resolve_targets
 from driftwatch.connect import open_transport
 from driftwatch.errors import DriftwatchError, StoreError
 from driftwatch.model import ProbeStatus, Snapshot
 from driftwatch.store import Location, SnapshotStore, StoredSnapshot, validate_label
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 # The probes, the collector and the report (rich) are imported only once the transport is
 # open: on SSH the target's command agent starts in the background meanwhile (the user's
 # shell and a python3 on the target: 60 ms or more), so those ~40 ms of imports cost nothing.
 
 EXIT_OK, EXIT_ERROR, EXIT_PARTIAL = 0, 1, 3
+
+
+@dataclass(frozen=True)
+class CanaryAsk:
+    """The command line's word on the canary: --canary (``asked``), --url, or `driftwatch
+    canary` (``only``: the canary and the probes it stands on)."""
+
+    asked: bool = False
+    url: str | None = None
+    only: bool = False
 
 
 @dataclass
@@ -47,6 +61,7 @@ def take_snapshot(
     timeout: float,
     labels: list[str],
     accept_new_host_key: bool = False,
+    canary: CanaryAsk | None = None,
 ) -> HostOutcome:
     """Connect and collect; nothing is stored yet (the caller decides how)."""
     try:
@@ -66,7 +81,8 @@ def take_snapshot(
             previous = store.latest(target.name)
         except StoreError:
             previous = None  # an unreadable old snapshot only costs the hash cache
-        probes = probes_for(target.watch)
+        ask = canary or CanaryAsk()
+        probes = probes_for(target.watch, canary_wanted(config, target.watch, ask.asked), config.canary, ask.url, ask.only)
         earlier = earlier_facts(store, target.name, [n for n in probes if n in OPT_IN], previous)
         snap = collect_snapshot(
             target, transport, probes, timeout=timeout, previous=previous.snapshot if previous else None,
@@ -120,9 +136,10 @@ def snapshot_host(
     timeout: float,
     labels: list[str],
     accept_new_host_key: bool = False,
+    canary: CanaryAsk | None = None,
 ) -> HostOutcome:
     outcome = take_snapshot(
-        target, config, store, timeout=timeout, labels=labels, accept_new_host_key=accept_new_host_key
+        target, config, store, timeout=timeout, labels=labels, accept_new_host_key=accept_new_host_key, canary=canary
     )
     if outcome.snapshot is not None:
         interrupt.check()  # a snapshot cut short by Ctrl-C is never stored
@@ -135,7 +152,7 @@ def snapshot_host(
 
 def collect_many(
     targets: list[Target], config: Config, store: SnapshotStore, *, timeout: float, labels: list[str],
-    parallel: int, accept_new_host_key: bool = False,
+    parallel: int, accept_new_host_key: bool = False, canary: CanaryAsk | None = None,
 ) -> list[HostOutcome]:
     """Every host's outcome is data: one slow or unreachable host never fails the others.
 
@@ -144,7 +161,8 @@ def collect_many(
     """
     def one(target: Target) -> HostOutcome:
         return snapshot_host(
-            target, config, store, timeout=timeout, labels=labels, accept_new_host_key=accept_new_host_key
+            target, config, store, timeout=timeout, labels=labels, accept_new_host_key=accept_new_host_key,
+            canary=canary,
         )
 
     with _progress(len(targets)) as done:
@@ -171,8 +189,12 @@ def _progress(total: int) -> Iterator[Callable[[HostOutcome], None]]:
 
 def run_snapshot(
     words: list[str], *, labels: list[str], json_out: bool, timeout: float | None, parallel: int,
-    accept_new_host_key: bool, config_path: str | None, store_path: str | None, perf: bool = False,
+    accept_new_host_key: bool, config_path: str | None, store_path: str | None, canary: CanaryAsk | None = None,
+    report: Callable[[Console, list[HostOutcome]], None] | None = None,
+    partial: Callable[[HostOutcome], bool] | None = None, perf: bool = False,
 ) -> int:
+    """``report`` prints more after the stored lines; ``partial`` says which complete
+    snapshots still exit 3 (the canary's: a server it could not ask)."""
     for label in labels:
         validate_label(label)
     config, store = load(config_path, store_path)
@@ -183,7 +205,7 @@ def run_snapshot(
     with store_warnings(store):
         outcomes = collect_many(
             targets, config, store, timeout=timeout or config.timeout, labels=labels,
-            parallel=parallel, accept_new_host_key=accept_new_host_key,
+            parallel=parallel, accept_new_host_key=accept_new_host_key, canary=canary,
         )
     failed = [o for o in outcomes if o.error]
     if failed:
@@ -194,8 +216,9 @@ def run_snapshot(
         err = stderr_console()
         for outcome in failed:
             err.print(Text(clean(host_message(outcome.target.name, outcome.error or "")), style="red"))
+    codes = [EXIT_PARTIAL if partial and o.exit_code == EXIT_OK and partial(o) else o.exit_code for o in outcomes]
     if json_out:  # rich is not needed (nor imported: ~20 ms) for JSON
-        print_json([_json_entry(o) for o in outcomes])
+        print_json([_json_entry(o, c) for o, c in zip(outcomes, codes, strict=True)])
     else:
         from driftwatch.report.snapshots import print_stored
 
@@ -203,7 +226,9 @@ def run_snapshot(
         for outcome in outcomes:
             if outcome.snapshot is not None and outcome.path is not None:
                 print_stored(out, outcome.snapshot, outcome.path)
-    return worst(o.exit_code for o in outcomes)
+        if report is not None:
+            report(out, outcomes)
+    return worst(codes)
 
 
 def worst(codes: Iterable[int]) -> int:
@@ -215,8 +240,8 @@ def worst(codes: Iterable[int]) -> int:
     return EXIT_OK
 
 
-def _json_entry(outcome: HostOutcome) -> dict[str, object]:
-    entry: dict[str, object] = {"host": outcome.target.name, "exit_code": outcome.exit_code}
+def _json_entry(outcome: HostOutcome, code: int) -> dict[str, object]:
+    entry: dict[str, object] = {"host": outcome.target.name, "exit_code": code}
     if outcome.error is not None:
         entry["error"] = outcome.error
     if outcome.snapshot is not None:

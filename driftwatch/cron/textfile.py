@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from driftwatch.cron.info import INFO_LABELS, info_labels
 from driftwatch.cron.perf import perf_gauges
 from driftwatch.diff import Severity
+from driftwatch.diff.canary import changed_prompts
 from driftwatch.explain import DiffResult
 from driftwatch.errors import UserError
 from driftwatch.fileio import clean_stale_temps, make_dir, replace_file
@@ -87,6 +88,11 @@ def write_textfile(
         "driftwatch_doctor_findings", "Known-bad states of the host now (what doctor reports), by severity.",
         ["host", "severity"], registry=registry,
     )
+    canary = Gauge(
+        "driftwatch_canary_changed",
+        "Output canary prompts whose greedy answer changed against the baseline (near-tie flips and a noisy "
+        "server's own disagreement excluded); only where this check ran the canary.", ["host"], registry=registry,
+    )
     if known_bad is not None:
         for severity, count in known_bad.counts().items():
             doctor.labels(label, severity).set(count)
@@ -107,6 +113,10 @@ def write_textfile(
             changes.labels(label, severity.value).set(counts.get(severity.value, 0))
         for decision in ("accepted", "ignored"):
             decided.labels(label, decision).set(result.summary.get(decision, 0))
+        ran = snapshot is not None and snapshot.probes.get("canary") is not None and \
+            snapshot.probes["canary"].status is ProbeStatus.ok
+        if ran:
+            canary.labels(label).set(changed_prompts(result.changes))
     make_dir(folder, DIR_MODE)
     clean_stale_temps(folder, prefix=_TEMP_PREFIX)
     path = textfile_path(folder, host)

@@ -103,7 +103,55 @@ def stale_entries(ctx: DiffContext) -> list[Change]:
             changes.append(Change("file", _where(key, name), fmt.when(newest), fmt.when(reinstall.installed_at),
                                   _stale_severity(reinstall), text, magnitude=1.0,
                                   context=reinstall.files_changed is False))
+    return changes + reused_compile_keys(ctx)
+
+
+
+
+def reused_compile_keys(ctx: DiffContext) -> list[Change]:
+    """A vLLM torch.compile cache entry reused (no new key directory) after a server variable
+    changed that its recorded key factors do not include: if the variable shapes the graph, the
+    server now runs the graph compiled for the old value (vLLM's key missed
+    VLLM_PP_LAYER_PARTITION until PR #14953)."""
+    changed = _server_env_changes(*ctx.facts_of("processes"))
+    if not changed:
+        return []
+    old, new = ctx.facts_of("caches")
+    old_caches, new_caches = as_dict(old.get("caches")), as_dict(new.get("caches"))
+    changes: list[Change] = []
+    for key in sorted(old_caches.keys() & new_caches.keys()):
+        if as_dict(new_caches[key]).get("layout") != "vllm":
+            continue
+        o_entries, n_entries = as_dict(as_dict(old_caches[key]).get("entries")), as_dict(as_dict(new_caches[key]).get("entries"))
+        for name in sorted(o_entries.keys() & n_entries.keys()):
+            o_keys, n_keys = as_dict(as_dict(o_entries[name]).get("keys")), as_dict(as_dict(n_entries[name]).get("keys"))
+            if not n_keys or set(n_keys) != set(o_keys):
+                continue  # no key recorded, or a new key directory: vLLM compiled again
+            covered = {v for k in n_keys.values() for v in as_dict(as_dict(k).get("env"))}
+            missed = {var: pair for var, pair in changed.items() if var not in covered}
+            if not missed:
+                continue
+            where = f"{key.rstrip('/')}/{name}"
+            dirs = sorted({rel.rsplit("/", 2)[0] for rel in n_keys})
+            said = ", ".join(f"{var} {fmt.value(o)} → {fmt.value(n)}" for var, (o, n) in sorted(missed.items()))
+            text = (f"{where} was reused as it was ({fmt.listing(dirs, 2)}, no new compile key) while the server's "
+                    f"{said}: its recorded key factors (cache_key_factors.json) do not include "
+                    f"{fmt.listing(sorted(missed), 2)}, so where that shapes the compiled graph the server runs the graph "
+                    f"built for the old value (clear {where} or set VLLM_DISABLE_COMPILE_CACHE=1; vllm PR #14953)")
+            changes.append(Change("file", where, None, said, Severity.medium, text, magnitude=1.0))
     return changes
+
+
+def _server_env_changes(old: Facts, new: Facts) -> dict[str, tuple[object, object]]:
+    """vLLM variables of a server (the same key on both sides) whose value changed."""
+    found: dict[str, tuple[object, object]] = {}
+    old_servers, new_servers = as_dict(old.get("servers")), as_dict(new.get("servers"))
+    for server in sorted(old_servers.keys() & new_servers.keys()):
+        o_env, n_env = as_dict(as_dict(old_servers[server]).get("env")), as_dict(as_dict(new_servers[server]).get("env"))
+        for var in sorted((o_env.keys() | n_env.keys())):
+            if var.startswith("VLLM_") and o_env.get(var) != n_env.get(var):
+                found.setdefault(var, (o_env.get(var), n_env.get(var)))
+    return found
 
 
 def _cache(key: str, old: Facts, new: Facts, ctx: DiffContext) -> list[Change]:

@@ -33,6 +33,7 @@ CATEGORIES = (
     "probe",
     "container",
     "perf",
+    "canary",  # an observed symptom: the server's greedy answers changed (diff/canary.py)
 )
 
 
@@ -98,6 +99,9 @@ class Change:
     # that now fails, changed canary answers, a slower GPU. A report heads with it; the
     # changes that can cause it are ranked under it (explain/rank.py).
     symptom: bool = False
+    # One clause for a report's first line when the explanation is longer than a headline
+    # wants (a symptom's error without where it was logged); the explanation when empty.
+    headline: str = ""
     # What the evidence names (a symptom's SONAMEs, symbols, modules, paths, env names), for
     # pulling up the changes it points at; more than the explanation's own words.
     mentions: tuple[str, ...] = ()

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 from driftwatch.diff import (
-    caches, containers, cuda, driver, files, git, gpu, libraries, models, nccl_conf, packages, perf, runtime,
-    system,
+    caches, canary, containers, cuda, driver, engine_settings, files, git, gpu, libraries, models, modules, nccl_conf,
+    packages, perf, runtime, system,
 )
 from driftwatch.diff.change import Change, DiffOptions
 from driftwatch.diff.commits import fold_commits
@@ -28,6 +28,7 @@ AREA_RULES: dict[str, tuple[Rule, frozenset[str]]] = {
     "system": (system.diff_system, system.KEYS),
     "gpu": (gpu.diff_gpu, gpu.KEYS),
     "driver": (driver.diff_driver, driver.KEYS),
+    "modules": (modules.diff_modules, modules.KEYS),
     "cuda": (cuda.diff_cuda, cuda.KEYS),
     "python": (packages.diff_python, packages.KEYS),
     "git": (git.diff_git, git.KEYS),
@@ -40,6 +41,8 @@ AREA_RULES: dict[str, tuple[Rule, frozenset[str]]] = {
     "libraries": (libraries.diff_libraries, libraries.KEYS),
     "containers": (containers.diff_containers, containers.KEYS),
     "perf": (perf.diff_perf, perf.KEYS),
+    "engine": (engine_settings.diff_engine, engine_settings.KEYS),
+    "canary": (canary.diff_canary, canary.KEYS),
 }
 
 

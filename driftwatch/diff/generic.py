@@ -39,6 +39,7 @@ CATEGORY_BY_PROBE = {
     "libraries": "file",
     "driver": "driver",
     "perf": "perf",
+    "canary": "canary",
 }
 
 

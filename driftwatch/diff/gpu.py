@@ -14,6 +14,7 @@ from driftwatch.diff.context import DiffContext
 from driftwatch.facts.read import Facts, as_dict
 from driftwatch.diff.generic import leaf_changes, walk
 from driftwatch.diff.gpu_fields import FIELD_RULES, HANDLED_FIELDS, MEMORY_READINGS
+from driftwatch.diff.gpu_power import clocks_readable
 from driftwatch.diff.gpu_processes import (
     diff_processes,
     free_memory_change,
@@ -21,7 +22,8 @@ from driftwatch.diff.gpu_processes import (
 )
 from driftwatch.facts.names import gpu_label
 
-KEYS = frozenset({"driver_version", "cuda_version", "gpus", "processes", "topology"})
+KEYS = frozenset({"driver_version", "cuda_version", "gpus", "processes", "topology", "clocks_error",
+                  "clock_reasons_error"})
 
 
 def diff_gpu(old: Facts, new: Facts, ctx: DiffContext) -> list[Change]:
@@ -45,6 +47,7 @@ def diff_gpu(old: Facts, new: Facts, ctx: DiffContext) -> list[Change]:
                 delta = new_held.get(str(new_uuid), 0.0) - old_held.get(str(old_uuid), 0.0)
             changes += _one_gpu(str(new_uuid), o, n, delta, ctx)
     changes += _processes(old, new, ctx)
+    changes += clocks_readable(old, new)
     changes = _labelled(changes, old_gpus, new_gpus)
     # null: `topo -m` failed this time (unknown), not "no topology".
     known = old.get("topology") is not None and new.get("topology") is not None

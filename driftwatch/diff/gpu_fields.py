@@ -8,6 +8,7 @@ from typing import Any
 from driftwatch.facts import fmt
 from driftwatch.diff.change import Change, Severity
 from driftwatch.facts.read import Facts
+from driftwatch.diff.gpu_power import POWER_FIELDS, POWER_RULES
 
 FieldRule = Callable[[str, str, Facts, Facts], "Change | None"]
 
@@ -118,9 +119,7 @@ FIELD_RULES: list[FieldRule] = [
         Severity.medium,
         "without it the driver unloads between jobs, first CUDA calls slow down and settings reset",
     ),
-    _setting(
-        "power_limit_w", "power limit (W)", Severity.medium, "a lower cap slows kernels under load"
-    ),
+    *POWER_RULES,
 ]
 
 HANDLED_FIELDS = MEMORY_READINGS | frozenset(
@@ -137,6 +136,5 @@ HANDLED_FIELDS = MEMORY_READINGS | frozenset(
         "mig_mode",
         "ecc_mode",
         "persistence_mode",
-        "power_limit_w",
     }
-)
+) | POWER_FIELDS

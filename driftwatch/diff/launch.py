@@ -26,6 +26,7 @@ from driftwatch.facts.launch import (
     sglang_kv_budget,
     total_gib,
 )
+from driftwatch.diff.sides import sides
 from driftwatch.model import Snapshot
 
 def severity_of(key: str) -> Severity:
@@ -43,10 +44,10 @@ def describe(key: str, old: Setting | None, new: Setting | None) -> str:
         assert old is not None
         return f"{flag(key)} {fmt.value(old[0])} is no longer set"
     if old is None:
-        return f"{flag(key)} is now {fmt.value(new[0])} (not set in the good run)"
+        return f"{flag(key)} is now {fmt.value(new[0])} (not set {sides().in_old})"
     (ov, osrc), (nv, nsrc) = old, new
     if nsrc == "explicit" and osrc == "log":
-        return f"{flag(key)} set explicitly to {fmt.value(nv)}; the good run auto-detected {fmt.value(ov)}"
+        return f"{flag(key)} set explicitly to {fmt.value(nv)}; {sides().old} auto-detected {fmt.value(ov)}"
     if nsrc == "log" and osrc == "explicit":
         return f"{flag(key)} no longer set explicitly ({fmt.value(ov)}); now {fmt.value(nv)}"
     return f"{flag(key)} {fmt.value(ov)} → {fmt.value(nv)}"
@@ -91,21 +92,22 @@ def kv_budget_sentence(old: Snapshot, new: Snapshot, f_old: float | None, f_new:
     assert f_old is not None and f_new is not None and a_old is not None and a_new is not None
     assert t_old is not None and t_new is not None
     b_old, b_new = sglang_kv_budget(a_old, t_old, f_old), sglang_kv_budget(a_new, t_new, f_new)
+    words = sides()
     text = (
-        f". KV cache budget = free after weights − total × (1 − fraction): good run "
-        f"{a_old:.1f} − {t_old:.1f} × {1 - f_old:.2f} = {b_old:.1f} GiB; now "
+        f". KV cache budget = free after weights − total × (1 − fraction): {words.old_label} "
+        f"{a_old:.1f} − {t_old:.1f} × {1 - f_old:.2f} = {b_old:.1f} GiB; {words.new_label} "
         f"{a_new:.1f} − {t_new:.1f} × {1 - f_new:.2f} = {b_new:.1f} GiB"
     )
     if assumed:
-        text += " (the new run logged no free memory after weights: the good run's is assumed)"
+        text += f" ({words.new} logged no free memory after weights: {words.old}'s is assumed)"
     if b_new >= 0 or b_old < 0:
         return text
     text += f" — the KV budget would be {b_new:.1f} GiB: SGLang cannot start with this"
     failure = memory_failure(new)
     if failure:
-        text += f"; the new log shows it failed: {failure}"
+        text += f"; {words.new_log} shows it failed: {failure}"
     elif reached_ready(new):
-        text += "; yet the new log shows the server reached 'ready', so these numbers may be from another run"
+        text += f"; yet {words.new_log} shows the server reached 'ready', so these numbers may be from another run"
     else:
-        text += " (predicted: the new log shows no such error)"
+        text += f" (predicted: {words.new_log} shows no such error)"
     return text + ". A higher fraction gives the KV cache more room, not less"

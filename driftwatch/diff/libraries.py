@@ -17,9 +17,11 @@ from driftwatch.diff.change import Change, Severity
 from driftwatch.diff.context import DiffContext
 from driftwatch.facts.read import Facts, as_dict
 from driftwatch.diff.integrity import diff_integrity
+from driftwatch.facts.loader import display_version, file_name, how_found, older
 from driftwatch.facts.names import file_category, owned_by, short_path
 
-KEYS = frozenset({"files", "servers", "servers_error", "interpreters", "system", "integrity", "truncated"})
+KEYS = frozenset({"files", "servers", "servers_error", "interpreters", "system", "integrity", "truncated",
+                  "resolution"})
 DELETED = " (deleted)"
 
 
@@ -34,6 +36,7 @@ def diff_libraries(old: Facts, new: Facts, ctx: DiffContext) -> list[Change]:
         changes.append(_unknown("servers", old.get("servers_error"), new.get("servers_error")))
     mapped = {path for libs in as_dict(new.get("servers")).values() for paths in as_dict(libs).values() for path in paths}
     changes += _installed(old, new, old_files, new_files, mapped)
+    changes += diff_resolution(as_dict(old.get("resolution")), as_dict(new.get("resolution")), old_files, new_files)
     changes += diff_integrity(as_dict(old.get("integrity")), as_dict(new.get("integrity")))
     if old.get("truncated") != new.get("truncated"):
         state = "more libraries than the bound: some are not described" if new.get("truncated") else "complete again"
@@ -91,6 +94,63 @@ def _copy(path: str, entry: Facts, full: bool = False) -> str:
     if owners and not full:
         return f"the wheel's copy ({detail})" if detail else "the wheel's copy"
     return f"{path} ({detail})" if detail else path
+
+
+# ---- what the loader resolves ----------------------------------------------------------
+
+
+def diff_resolution(old: Facts, new: Facts, old_files: Facts, new_files: Facts) -> list[Change]:
+    """Per interpreter, each library name its wheels ship whose copy the loader would pick
+    moved: to another copy (a toolkit on LD_LIBRARY_PATH, a directory ld.so.conf added), or
+    back to the wheel's."""
+    changes: list[Change] = []
+    if old.get("error") or new.get("error"):
+        return changes
+    old_ctx, new_ctx = as_dict(old.get("interpreters")), as_dict(new.get("interpreters"))
+    for interp in sorted(old_ctx.keys() & new_ctx.keys()):
+        o, n = as_dict(old_ctx[interp]), as_dict(new_ctx[interp])
+        if o.get("error") or n.get("error"):
+            if o.get("error") != n.get("error"):
+                text = (f"what the loader resolves for {interp} is unknown: {fmt.value(n.get('error'))}" if n.get("error")
+                        else f"what the loader resolves for {interp} is known again")
+                changes.append(Change("file", f"(loader, {interp})", o.get("error"), n.get("error"), Severity.low, text))
+            continue
+        before, after = as_dict(o.get("libraries")), as_dict(n.get("libraries"))
+        for name in sorted(before.keys() & after.keys()):
+            change = _resolved(interp, name, as_dict(before[name]), as_dict(after[name]), old_files, new_files)
+            changes += [change] if change else []
+    o_errors = as_dict(old.get("ld_so_conf")).get("errors") or []
+    n_errors = as_dict(new.get("ld_so_conf")).get("errors") or []
+    if o_errors != n_errors and n_errors:
+        text = f"/etc/ld.so.conf cannot be read whole: {fmt.listing([fmt.value(e) for e in n_errors])}"
+        changes.append(Change("file", "/etc/ld.so.conf", o_errors or None, n_errors, Severity.low, text))
+    return changes
+
+
+def _resolved(interp: str, name: str, old: Facts, new: Facts, old_files: Facts, new_files: Facts) -> Change | None:
+    if old.get("path") == new.get("path"):
+        return None
+    wheel = str(new.get("wheel") or "")
+    item = f"{name} ({interp})"
+    requester = file_name(str(new.get("needed_by") or "?"))
+    was = ("the wheel's copy" + _owned(wheel, old_files) if old.get("path") == wheel
+           else _copy(str(old.get("path")), as_dict(old_files.get(old.get("path")))) if old.get("path") else "nothing")
+    if new.get("path") == wheel:
+        text = f"{name} needed by {requester} ({interp}) resolves to the wheel's copy{_owned(wheel, new_files)} again (was {was})"
+        return Change(file_category(name), item, old.get("path"), new.get("path"), Severity.low, text)
+    if not new.get("path"):
+        text = (f"the loader finds no {name} for {requester} ({interp}) any more (was {was}): "
+                f"importing it fails with '{name}: cannot open shared object file'")
+        return Change(file_category(name), item, old.get("path"), None, Severity.high, text, magnitude=3.0)
+    text = (f"{name} needed by {requester} ({interp}) now resolves to "
+            f"{_copy(str(new['path']), as_dict(new_files.get(new['path'])), full=True)} {how_found(new)}, "
+            f"not the wheel's copy{_owned(wheel, new_files)} (was {was}){older(new, new_files)}")
+    return Change(file_category(name), item, old.get("path"), new.get("path"), Severity.high, text, magnitude=3.0)
+
+
+def _owned(path: str, files: Facts) -> str:
+    owners = as_dict(as_dict(files.get(path)).get("owners"))
+    return f" ({' '.join(f'{n} {v}' for n, v in sorted(owners.items()))})" if owners else ""
 
 
 # ---- what is installed -----------------------------------------------------------------
@@ -187,19 +247,6 @@ def _rebuilt(label: str, name: str, old: Facts, new: Facts, path: str, magnitude
     text = f"{label}: {versions}, different build ({evidence})"
     return Change(file_category(name), path, _id(old), _id(new), Severity.high, text, magnitude=magnitude,
                   part_of=owned_by(new))
-
-
-def display_version(entry: Facts) -> str:
-    """The most precise version known: a full one in the file name (libnccl.so.2.28.9),
-    else the owning distributions' (``2.28.9 or 2.30.7`` when two claim the file), else
-    the file name's major, else ``?``."""
-    version = entry.get("version")
-    owners = sorted({str(v) for v in as_dict(entry.get("owners")).values()})
-    if isinstance(version, str) and version.count(".") >= 1:
-        return version
-    if owners:
-        return " or ".join(owners)
-    return str(version) if version else "?"
 
 
 def _id(entry: Facts) -> str:

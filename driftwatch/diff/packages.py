@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from driftwatch.facts import fmt
+from driftwatch.diff.imports import diff_imports
 from driftwatch.diff.change import Change, Severity
 from driftwatch.diff.context import DiffContext
 from driftwatch.facts.read import Facts, as_dict
@@ -67,6 +68,8 @@ def diff_interpreter(
         ctx,
         where,
     )
+    changes += diff_imports(key, as_dict(old.get("resolution")), as_dict(new.get("resolution")),
+                            as_dict(old.get("distributions")), as_dict(new.get("distributions")))
     return changes
 
 

@@ -11,7 +11,7 @@ A drop's line says what the perf run itself recorded that can explain it: the th
 reasons nvidia-smi showed while that figure ran, the power limit, the SM clock, the PCIe
 link under load, persistence mode, and the driver, torch, CUDA, cuBLAS, NCCL (and NCCL's
 environment) it ran with. Nothing recorded: "hardware?". Ranking the other probes'
-changes under the symptom is the explain stage's work: ``EXPLAINED_BY`` says which.
+changes under the symptom is the explain stage's work: ``EXPLAINED_BY`` says which (``pulls``).
 """
 
 from __future__ import annotations
@@ -47,6 +47,13 @@ EXPLAINED_BY: dict[str, tuple[tuple[str, str], ...]] = {
                    ("driver", "*"), ("package", "torch"), ("system", "*")),
     "cpu": (("system", "*"), ("package", "numpy"), ("env", "OMP_NUM_THREADS"), ("env", "*_NUM_THREADS")),
 }
+
+
+def pulls(kind: str) -> tuple[str, ...]:
+    """``EXPLAINED_BY[kind]`` as the explain stage's globs (``gpu``, ``package:torch``)."""
+    return tuple(category if item == "*" else f"{category}:{item}" for category, item in EXPLAINED_BY[kind])
+
+
 SOFTWARE = (("driver", "driver"), ("torch", "torch"), ("cuda", "CUDA"), ("cublas", "cuBLAS"), ("nccl", "NCCL"))
 CPU_SOFTWARE = (("numpy", "numpy"), ("blas", "BLAS"), ("python", "Python"), ("cpu_model", "CPU"))
 
@@ -97,7 +104,7 @@ def _sections(old: Facts, new: Facts) -> list[Change]:
         if after in ("error", "timeout"):
             severity = Severity.high if before == "ok" else Severity.medium
             text = f"perf {what} {'failed' if after == 'error' else 'timed out'}: {reason}"
-            changes.append(Change("perf", section, before, after, severity, text))
+            changes.append(Change("perf", section, before, after, severity, text, symptom=True))
         elif after == "ok":
             changes.append(Change("perf", section, before, after, Severity.info,
                                   f"perf {what} measured again (was {before})", context=True))
@@ -126,7 +133,7 @@ def _unmeasured(gpu: str | None, status: str, why: str, keys: list[str], old: Fa
     item = gpu or keys[0]
     severity = Severity.high if status in ("error", "timeout", "missing") else Severity.low
     text = f"{names}{where} could not be measured ({status}): {why}; measured before"
-    return Change("perf", item, "measured", status, severity, text, label=f"perf{where}")
+    return Change("perf", item, "measured", status, severity, text, label=f"perf{where}", symptom=True)
 
 
 def step(change: float) -> str:
@@ -157,7 +164,7 @@ def _compared(key: str, o: dict[str, Any], n: dict[str, Any], old: Facts, new: F
         why = evidence(key, o, n, old, new)
         text = f"{label} {pct} {figures_text}, confirmed by a re-measurement; {why}"
         return [Change("perf", key, reference, step(verdict.change), drop_severity(-verdict.change), text,
-                       magnitude=-verdict.change, label=label)]
+                       magnitude=-verdict.change, label=label, symptom=True, pulls=pulls(kind_of(key)))]
     if verdict.below:
         again = "a re-measurement did not confirm it" if n.get("remeasured") is not None else "no re-measurement was taken"
         text = (f"{label} {pct} {figures_text}, below the {verdict.threshold:.0%} the host's noise allows, but {again}:"

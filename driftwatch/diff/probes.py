@@ -6,6 +6,7 @@ from driftwatch.facts import fmt
 from driftwatch.diff.change import Change, Severity
 from driftwatch.model import ProbeRecord, ProbeStatus
 from driftwatch.settings import OPT_IN_PROBES
+from driftwatch.nvidia_errors import read_error
 
 FAILED = (ProbeStatus.error, ProbeStatus.timeout)
 
@@ -20,11 +21,13 @@ TIMEOUT_HINTS = {
     "driver": "a hung driver, systemctl or nvidia tool?)",
     "libraries": "a hung mount under site-packages or the library directories?)",
     "containers": "a hung runtime CLI or a hung mount inside a container?)",
+    "canary": "the servers did not answer within the canary's deadline?): their answers are not compared",
 }
 ERROR_HINTS = {
     "gpu": "is the NVIDIA driver loaded and nvidia-smi working?",
     "python": "is the configured interpreter still there?",
     "git": "is the repository still there and readable?",
+    "canary": "its answers are not compared (a failed canary is never a changed answer)",
 }
 
 
@@ -83,7 +86,8 @@ def _explain(
         severity = Severity.high if was == ProbeStatus.ok else Severity.medium
         return severity, f"{name} probe timed out ({hint}{detail}"
     if new.status == ProbeStatus.error:
-        hint = ERROR_HINTS.get(name, "its facts could not be read")
+        said = read_error(new.error) if name == "gpu" else None  # nvidia-smi names the broken layer
+        hint = said.hint() if said else ERROR_HINTS.get(name, "its facts could not be read")
         severity = Severity.high if was == ProbeStatus.ok else Severity.medium
         return severity, f"{name} probe failed{detail}: {hint}"
     if new.status == ProbeStatus.skipped:

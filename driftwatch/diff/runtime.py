@@ -12,6 +12,7 @@ from driftwatch.facts import fmt
 from driftwatch.diff.change import Change, Severity
 from driftwatch.diff.context import DiffContext
 from driftwatch.diff.servers import match_servers
+from driftwatch.diff.sides import sides
 from driftwatch.facts.read import Facts, as_dict
 from driftwatch.logparse.errors import CAUSE_ORDER, cause_rank
 from driftwatch.logparse.headline import ENGINE_NAMES, summarize_log
@@ -37,7 +38,7 @@ def diff_processes(old: Facts, new: Facts, ctx: DiffContext) -> list[Change]:
         changes.append(Change("process", key, "running", None, Severity.high, f"server {key} is no longer running",
                               symptom=True))
     for key in sorted(after.keys() - {n for _, n in pairs}):
-        changes.append(Change("process", key, None, "running", Severity.medium, f"server {key} is running (not in the good run)"))
+        changes.append(Change("process", key, None, "running", Severity.medium, f"server {key} is running (not {sides().in_old})"))
     for old_key, key in pairs:
         o, n = as_dict(before[old_key]), as_dict(after[key])
         changes += _env(f"{key} env", o.get("env"), n.get("env"))
@@ -139,7 +140,8 @@ def _errors(where: str, old: Any, new: Any) -> list[Change]:
         changes.append(Change("log", f"{where}: {kind}" + (f" ({detail})" if detail and detail != kind else ""), None,
                               error.get("message"), Severity.high,
                               f"new {kind} error in {where}{ranks}: {fmt.ends(error.get('message'))}",
-                              magnitude=float(len(CAUSE_ORDER) - order), symptom=True, mentions=_mentions(error)))
+                              magnitude=float(len(CAUSE_ORDER) - order), symptom=True, mentions=_mentions(error),
+                              headline=f"new {kind} error{ranks}: {fmt.ends(error.get('message'), 120)}"))
     return changes
 
 

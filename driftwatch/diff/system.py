@@ -57,7 +57,9 @@ def diff_system(old: Facts, new: Facts, ctx: DiffContext) -> list[Change]:
             changes.append(Change("system", field, o, n, severity, text))
     shm = _shm(old.get("shm_bytes"), new.get("shm_bytes"))
     changes += [shm] if shm else []
-    changes += _modules(as_dict(old.get("nvidia_modules")), as_dict(new.get("nvidia_modules")))
+    # The modules probe reads the same modules with what they provide; it speaks for them.
+    if not any(ctx.facts_of("modules")):
+        changes += _modules(as_dict(old.get("nvidia_modules")), as_dict(new.get("nvidia_modules")))
     return changes
 
 

@@ -41,7 +41,7 @@ def tally(changes: list[Change]) -> dict[str, Any]:
         "ignored": statuses.count("ignored"),
         # The cause under the symptom; with only symptoms, no recorded change explains them.
         "most_likely_cause": causes[0].cause if causes else None,
-        "symptom": symptoms[0].cause if symptoms else None,
+        "symptom": (symptoms[0].headline or symptoms[0].cause) if symptoms else None,
     }
 
 

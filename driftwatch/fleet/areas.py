@@ -22,6 +22,7 @@ from driftwatch.fleet.facts import (
     walk,
 )
 from driftwatch.fleet.containers import CONTAINER_AREAS
+from driftwatch.fleet.canary import CANARY_AREAS
 from driftwatch.fleet.gpus import gpu_facts
 from driftwatch.fleet.libraries import LIBRARY_AREAS
 from driftwatch.fleet.perf import perf_area
@@ -155,6 +156,7 @@ AREAS: dict[str, Area] = {
     **LIBRARY_AREAS,
     **CONTAINER_AREAS,
     "perf": perf_area,
+    **CANARY_AREAS,
 }
 
 # Areas whose facts name interpreters by the fleet's labels (``view.interpreters``, from

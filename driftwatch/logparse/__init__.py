@@ -15,6 +15,7 @@ from driftwatch.logparse.common import LogFacts, rank_order, split_sglang, split
 from driftwatch.logparse.errors import cause_rank
 from driftwatch.logparse.headline import finalize, summarize_log
 from driftwatch.logparse.lines import clean_lines
+from driftwatch.logparse.mentions import merge
 from driftwatch.logparse.sglang import parse_sglang_log as _parse_sglang
 from driftwatch.logparse.vllm import parse_vllm_log as _parse_vllm
 
@@ -160,7 +161,8 @@ def _merge_errors(first: list[dict[str, Any]], last: list[dict[str, Any]]) -> li
     merged: dict[tuple[str, str, str], dict[str, Any]] = {}
     for entry in first + last:
         key = (entry["kind"], entry.get("detail", ""), entry["message"])
-        into = merged.setdefault(key, {**entry, "count": 0, "ranks": []})
+        into = merged.setdefault(key, {**entry, "count": 0, "ranks": [], "mentions": {}})
         into["count"] += entry["count"]
+        merge(into["mentions"], entry.get("mentions"))
         into["ranks"] = sorted(set(into["ranks"]) | set(entry.get("ranks", [])), key=rank_order)
     return sorted(merged.values(), key=lambda error: cause_rank(error["kind"]))

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from driftwatch.logparse.errors import cause_rank, classify
+from driftwatch.logparse.mentions import FRAME, MAX_FRAMES, mentions, merge, normalize_shm
 
 # SGLang's "[2025-03-07 09:25:11 DP0 TP3 EP3] ", autumn 2024's time-only "[17:43:27 TP1] ",
 # the "[12-27 11:24:23] " of some builds, and a first line cut mid-bracket
@@ -104,13 +105,20 @@ def split_vllm(line: str) -> VllmLine:
     return VllmLine(proc_rank(proc), line[match.end():], match.group("level"), match.group("where"), proc, glued)
 
 
+# Where an error's own words start when no exception class heads them: NCCL's "host:pid:tid
+# [dev] file:line NCCL WARN …", Ray's "… ERROR worker.py:399 -- Unhandled error (…)".
+_OWN_WORDS = ("NCCL WARN ", "Unhandled error (", "Possible unhandled error")
+
+
 def clean_message(message: str) -> str:
     """One line for an error, from its exception class when it names one
-    ("gpu01:3171:3171 [3] NCCL INFO ncclSystemError: …" → "ncclSystemError: …")."""
+    ("gpu01:3171:3171 [3] NCCL INFO ncclSystemError: …" → "ncclSystemError: …"), or from the
+    words its tool begins with ("… NCCL WARN Error: failed to extend …" → "NCCL WARN Error: …")."""
     window = message[: MAX_MESSAGE * 2]  # a hostile line costs a window, not its length
-    found = _EXC_CLASS.search(window)
-    text = window[found.start():] if found else window
-    return _CONTROL.sub("", text).strip()[:MAX_MESSAGE]
+    own = min((at for word in _OWN_WORDS if (at := window.find(word)) >= 0), default=-1)
+    found = _EXC_CLASS.search(window) if own < 0 else None
+    text = window[own:] if own >= 0 else window[found.start():] if found else window
+    return normalize_shm(_CONTROL.sub("", text).strip())[:MAX_MESSAGE]
 
 
 def to_number(text: str) -> float | int | None:
@@ -161,6 +169,9 @@ class LogFacts:
     nccl: set[str] = field(default_factory=set)
     extra: dict[str, Any] = field(default_factory=dict)
     runs: int = 0
+    # Per rank, the files of the traceback being printed (oldest frame first): what an error
+    # line that follows went through (its mentions).
+    frames: dict[str, list[str]] = field(default_factory=dict)
 
     def progressed(self) -> bool:
         return bool(self.memory or self.ready or self.engine_ready or self.errors)
@@ -169,7 +180,7 @@ class LogFacts:
         """A server restarted into the same file: what the log says about memory, errors and
         readiness must then be about the new run only."""
         self.runs += 1
-        self.memory, self.ready, self.engine_ready, self.errors = {}, False, False, {}
+        self.memory, self.ready, self.engine_ready, self.errors, self.frames = {}, False, False, {}, {}
         for key in RUN_EXTRAS:
             self.extra.pop(key, None)
 
@@ -189,24 +200,38 @@ class LogFacts:
         if value is not None and self.extra.get(key) is None:
             self.extra[key] = value
 
-    def add_error(self, kind: str, detail: str, message: str, rank: str) -> None:
+    def add_error(self, kind: str, detail: str, message: str, rank: str, raw: str | None = None) -> None:
+        """Record one error line (``message`` cleaned; ``raw`` the line it came from, whose
+        tokens and the rank's traceback frames are its mentions)."""
         key = (kind, detail, message)
         entry = self.errors.get(key)
         if entry is None:
             if len(self.errors) >= MAX_DISTINCT_ERRORS:
                 return
-            entry = self.errors[key] = {"count": 0, "ranks": []}
+            entry = self.errors[key] = {"count": 0, "ranks": [], "mentions": {}}
         entry["count"] += 1
+        merge(entry["mentions"], mentions(raw if raw is not None else message, self.frames.get(rank, [])))
         if rank != "main" and rank not in entry["ranks"] and len(entry["ranks"]) < MAX_RANKS_PER_ERROR:
             entry["ranks"].append(rank)
 
     def scan_error(self, message: str, rank: str, level: str = "") -> bool:
-        """Record ``message`` when it is an error line; True when it was."""
+        """Record ``message`` when it is an error line; True when it was. A traceback's frames
+        are kept for the error that ends it."""
+        text = message.strip()
+        if text.startswith('File "'):
+            frame = FRAME.match(text)
+            if frame:
+                stack = self.frames.setdefault(rank, [])
+                stack.append(frame.group(1))
+                del stack[:-MAX_FRAMES]
+            return False
+        if "Traceback (most recent call last)" in text:
+            self.frames[rank] = []
         found = classify(message, self.ready or self.engine_ready, level)
         if found is None:
             return False
         kind, detail = found
-        self.add_error(kind, detail, clean_message(message), rank)
+        self.add_error(kind, detail, clean_message(message), rank, raw=message)
         return True
 
     def scan_nccl(self, line: str) -> None:
@@ -233,7 +258,8 @@ class LogFacts:
 
 def _error(kind: str, detail: str, message: str, entry: dict[str, Any]) -> dict[str, Any]:
     ranks = sorted(entry["ranks"], key=rank_order)
-    return {"kind": kind, "detail": detail, "message": message, "count": entry["count"], "ranks": ranks}
+    return {"kind": kind, "detail": detail, "message": message, "count": entry["count"], "ranks": ranks,
+            "mentions": entry.get("mentions") or {}}
 
 
 # Run-level facts that a restart replaces (the model and arguments are re-read anyway).

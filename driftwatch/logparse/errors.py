@@ -10,13 +10,18 @@ Every error gets one of six kinds, the question an on-call engineer asks first:
   larger than the maximum number of tokens that can be stored in KV cache (M)", a negative
   "Available KV cache memory", "# GPU blocks: 0", free memory below the requested
   utilisation, unbalanced free memory across ranks, a token pool that ran out.
-* ``nccl``: NCCL/RCCL/HCCL errors and collective timeouts.
+* ``nccl``: NCCL/RCCL/HCCL errors and collective timeouts, and NCCL's own ``WARN`` lines
+  (``NCCL WARN Error: failed to extend /dev/shm/nccl-… to N bytes``, ``Call to posix_fallocate
+  failed``: the container's /dev/shm is too small for its shared-memory transport).
 * ``custom-allreduce``: the custom all-reduce kernel's peer-to-peer setup failed ("peer access
   is not supported between these two devices").
 * ``engine-start``: the engine process says it failed to start ("EngineCore failed to
   start.", "Engine core initialization failed", an engine or scheduler exception before the
   server was ready, a child process that died during start-up).
-* ``other``: every other exception line or error record.
+* ``other``: every other exception line or error record, among them Triton's
+  ``OutOfResources: out of resource: shared memory`` (a kernel configuration that asks for more
+  shared memory per block than this GPU has) and Ray's ``Unhandled error (suppress with
+  'RAY_IGNORE_UNHANDLED_ERRORS=1')``: a task's exception nobody retrieved.
 
 ``detail`` keeps the finer name (``not_enough_memory``, ``no_kv_memory``, ``cuda_oom``, …) so
 that two different KV-budget failures stay apart. Rules are tried in order; the first wins.
@@ -66,6 +71,14 @@ RULES: list[Rule] = [
     Rule("oom", "cuda_oom", ("out of memory", "OutOfMemory", "ErrorMemoryAllocation", "ALLOC_FAILED", "MEMORY_ALLOCATION"),
          re.compile(r"(?:CUDA|HIP|NPU|XPU|MPS|cuda|hip|npu) (?:error: )?out of memory|OutOfMemoryError|hipErrorOutOfMemory"
                     r"|cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED|ACL_ERROR_RT_MEMORY_ALLOCATION")),
+    Rule("nccl", "nccl_shm", ("NCCL WARN",), re.compile(
+        r"NCCL WARN (?:Error: failed to extend /dev/shm/|Call to posix_fallocate failed"
+        r"|Error while (?:creating|attaching to) shared memory segment)")),
+    Rule("nccl", "nccl_warn", ("NCCL WARN",), re.compile(r"\bNCCL WARN \S")),
+    Rule("other", "triton_out_of_resources", ("OutOfResources", "out of resource:"),
+         re.compile(r"\bOutOfResources\b|\bout of resource: shared memory")),
+    Rule("other", "ray_unhandled_error", ("nhandled error",),
+         re.compile(r"Unhandled error \(suppress with '?RAY_IGNORE_UNHANDLED_ERRORS=1'?\)|Possible unhandled error from worker")),
     Rule("nccl", "nccl_timeout", ("Watchdog", "timed out", "Timeout"), re.compile(
         r"Watchdog caught collective operation timeout|ProcessGroupNCCL.{0,80}?[Tt]ime(?:d )?out")),
     Rule("nccl", "nccl_error", ("nccl", "NCCL", "DistBackendError", "HCCL", "RCCL", "hccl"), re.compile(
@@ -81,9 +94,10 @@ RULES: list[Rule] = [
 
 # "… hit an exception" heads a traceback: before the server was ready it is why start-up
 # failed; after, a crash of a running server.
-_HIT = re.compile(r"(?:Scheduler|EngineCore|WorkerProc|Worker|TpModelWorker|DataParallelController|Detokenizer"
-                  r"|TokenizerManager|ModelTpServer) hit an exception|Exception in (?:ModelTpServer|run_worker_process)"
-                  r"|Exception in worker \S+ while processing method")
+# Any process that names itself ("DetokenizerManager", SGLang's "Scheduler", "Worker 3"), and
+# V1's EngineCore dying after start-up.
+_HIT = re.compile(r"\b[A-Z][A-Za-z_]{1,60}(?: \d{1,6})? hit an exception|Exception in (?:ModelTpServer|run_worker_process)"
+                  r"|Exception in worker \S+ while processing method|EngineCore encountered a fatal error")
 # A traceback's last line: "ValueError: …", "torch.OutOfMemoryError: …", a bare "KeyboardInterrupt".
 _EXCEPTION = re.compile(r"(?:[A-Za-z_]\w{0,80}\.){0,6}[A-Z]\w{0,80}?(?:Error|Exception|Failed|Interrupt)(?::\s|:?$)")
 # Error records without an exception class: uvicorn's "ERROR:    Exception in ASGI application",
@@ -115,7 +129,8 @@ def classify(message: str, started: bool, level: str = "") -> tuple[str, str] | 
         for rule in RULES:
             if any(word in message for word in rule.words) and rule.pattern.search(message):
                 return rule.kind, rule.detail
-    if ("hit an exception" in message or message.startswith("Exception in ")) and _HIT.search(message):
+    if ("hit an exception" in message or message.startswith("Exception in ") or "fatal error" in message) \
+            and _HIT.search(message):
         return ("other", "runtime_exception") if started else ("engine-start", "startup_exception")
     head = message[:400]  # cheap tests first: most lines of a log name no exception at all
     if any(word in head for word in _EXCEPTION_WORDS) and _EXCEPTION.match(message):

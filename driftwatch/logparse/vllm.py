@@ -108,7 +108,7 @@ _BATCHED = re.compile(r"max_num_batched_tokens=(\d+)")
 _WORLD = re.compile(r"in world size (\d+) is assigned as (.{0,120})")
 _PLATFORM = re.compile(r"Automatically detected platform (\w{1,40})")
 _NCCL_LIB = re.compile(r"Found nccl from library (\S{1,500})")
-_BACKEND = re.compile(r"^Using ([\w -]{1,60}?) backend\b")
+_BACKEND = re.compile(r"^Using ([\w .-]{1,80}?) backend\b")
 _BLOCK_SIZE = re.compile(r"Setting attention block size to (\d+) tokens")
 _SHORTFALL = [
     ("max_seq_len", re.compile(r"max seq len \((\d+)\)")),

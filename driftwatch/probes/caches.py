@@ -28,6 +28,7 @@ from typing import Any
 from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeSkipped, collect_json
 from driftwatch.probes.locations import CacheLayout, layout_of, relocated
 from driftwatch.probes.processes import environments, observed
+from driftwatch.redact import redact_env
 
 # Top-level names that are keys, not meanings: Triton's base32 kernel hashes (upper case
 # and digits, 52 characters), other hex or base32 keys, Inductor's and the CUDA driver's
@@ -41,6 +42,13 @@ MAX_OBJECTS = 512  # compiled objects listed by name per entry (beyond: counted 
 MAX_DIRS = 4096  # directory keys kept per entry to skip the next walk (beyond: walk again)
 MAX_OBJECTS_TOTAL = 8192
 MAX_DIRS_TOTAL = 8192  # ~75 bytes each in the stored snapshot: at most ~0.6 MB
+# vLLM writes what a torch.compile cache entry was keyed on beside it
+# (torch_compile_cache/<hash>/rank_R_D/<prefix>/cache_key_factors.json: env, config_hash,
+# code_hash, compiler_hash): read so that an entry reused under other settings names them.
+KEY_FILES = ("cache_key_factors.json",)
+MAX_KEY_FILES = 32
+MAX_KEY_BYTES = 256 * 1024
+MAX_KEY_ENV = 512
 _VERSION = re.compile(r"^\d+(\.\d+)+")
 _TORCH_BUILD = re.compile(r"^py(\d)(\d+)_(cu|rocm|cpu|xpu)(\d*)$")
 
@@ -59,6 +67,21 @@ def owner_of(layout: CacheLayout | None, entry: str) -> dict[str, Any] | None:
         owner["python"] = f"{major}.{minor}"
         owner["cuda"] = f"{number[:-1]}.{number[-1]}" if kind == "cu" and len(number) > 1 else None
     return owner
+
+
+def compile_key(raw: dict[str, Any]) -> dict[str, Any]:
+    """One cache_key_factors.json as facts: the hashes, and the environment it was built
+    under (values redacted like any environment's; bounded)."""
+    factors = raw.get("factors") if isinstance(raw.get("factors"), dict) else {}
+    env = factors.get("env") if isinstance(factors.get("env"), dict) else {}
+    kept = {str(k): str(v)[:200] for k, v in sorted(env.items())[:MAX_KEY_ENV]}
+    return {
+        "env": redact_env(kept) if kept else {},
+        **{key: factors.get(key) if isinstance(factors.get(key), str) else None
+           for key in ("config_hash", "code_hash", "compiler_hash")},
+        "mtime": raw.get("mtime"),
+        "error": raw.get("error"),
+    }
 
 
 def reuse_from(previous: Facts) -> dict[str, dict[str, dict[str, Any]]]:
@@ -85,7 +108,10 @@ def parse_cache(raw: dict[str, Any], previous: dict[str, Any], layout: CacheLayo
             entries[name] = {"owner": owner_of(layout, name), "files": None, "truncated": got["skipped"]}
             continue
         dirs = got.pop("dirs", None)
+        keys = got.pop("keys", None)
         entries[name] = {"owner": owner_of(layout, name), **got, "volatile": {"dirs": dirs}}
+        if keys:
+            entries[name]["keys"] = {rel: compile_key(raw_key) for rel, raw_key in keys.items()}
     return {
         "path": raw.get("path"),
         "layout": layout.name if layout else None,
@@ -167,5 +193,8 @@ class CachesProbe:
             "max_dirs": MAX_DIRS,
             "max_objects_total": MAX_OBJECTS_TOTAL,
             "max_dirs_total": MAX_DIRS_TOTAL,
+            "key_files": list(KEY_FILES),
+            "max_key_files": MAX_KEY_FILES,
+            "max_key_bytes": MAX_KEY_BYTES,
         }
         return collect_json(ctx, "caches_collect.py", request, what="caches", keys=("roots",))

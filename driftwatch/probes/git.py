@@ -30,11 +30,14 @@ fi
 [ -z "$st" ] || printf '%s\n' "$st" | sed 's/^/@@dirty /'
 base=HEAD
 g rev-parse -q --verify HEAD >/dev/null || base=$(g hash-object -t tree /dev/null)  # no commit yet
-t=$(mktemp) || exit 1
-d=$( { g diff "$base" --no-ext-diff --binary 2>/dev/null; echo $? >"$t"; g ls-files --others --exclude-standard 2>/dev/null; } | sha256sum)
-rc=$(cat "$t"); rm -f "$t"
+# git diff's exit status leaves the pipeline on fd 3, beside the digest: no temp file, so a
+# missing or full temp folder cannot pass for a failed diff.
+r=$( { { g diff "$base" --no-ext-diff --binary 2>/dev/null; echo "rc=$?" >&3
+         g ls-files --others --exclude-standard 2>/dev/null; } | sha256sum; } 3>&1 )
+rc=${r#*rc=}; rc=${rc%%[!0-9]*}
 [ "$rc" = 0 ] || { echo "@@error git diff failed (exit $rc)"; exit 0; }
-echo "@@diff_sha256 ${d%% *}"
+for w in $r; do case $w in rc=*|-) ;; *) d=$w ;; esac; done
+echo "@@diff_sha256 $d"
 """
 
 

@@ -1,7 +1,18 @@
-"""GPU facts from ``nvidia-smi``: driver, CUDA, per-GPU state, GPU processes, topology.
+"""GPU facts from ``nvidia-smi``: driver, CUDA, per-GPU state, power and clocks, GPU
+processes, topology.
 
 All nvidia-smi calls run in one remote script (one round trip, one deadline); each call's
 output comes back as a block behind a marker line that carries its exit status.
+
+Power limits, application clocks and clock event reasons come from a call of their own
+(``CLOCK_FIELDS``), so a driver that lacks one of them costs those facts, never the GPU
+query: what it cannot report is ``null`` with the reason in ``clocks_error`` /
+``clock_reasons_error``, never "off". The reasons are read from NVML's bitmasks
+(``supported``, ``active``) under their R535+ name ``clocks_event_reasons`` and, on older
+drivers, ``clocks_throttle_reasons``; a reason the GPU does not support is ``null``.
+Locked clocks (``nvidia-smi -lgc``) have no query field: NVML reports any user clock
+setting, application or locked, as the ``applications_clocks_setting`` reason
+(``nvmlClocksThrottleReasonUserDefinedClocks``).
 """
 
 from __future__ import annotations
@@ -60,7 +71,35 @@ FIELDS: tuple[GpuField, ...] = (
     GpuField("utilization.gpu", "utilization_gpu_pct", int, volatile=True),
     GpuField("utilization.memory", "utilization_memory_pct", int, volatile=True),
 )
-_KINDS: dict[str, type] = {f.query: f.kind for f in FIELDS}
+# The power and clock call's fields (one call of their own, see the module docstring).
+CLOCK_FIELDS: tuple[GpuField, ...] = (
+    GpuField("enforced.power.limit", "power_enforced_limit_w", float),
+    GpuField("power.default_limit", "power_default_limit_w", float),
+    GpuField("power.max_limit", "power_max_limit_w", float),
+    # "[Requested functionality has been deprecated]" on Hopper and newer drivers: null.
+    GpuField("clocks.applications.graphics", "app_clock_graphics_mhz", int),
+    GpuField("clocks.applications.memory", "app_clock_memory_mhz", int),
+    GpuField("clocks.default_applications.graphics", "default_app_clock_graphics_mhz", int),
+    GpuField("clocks.default_applications.memory", "default_app_clock_memory_mhz", int),
+    GpuField("clocks.max.sm", "max_clock_sm_mhz", int),
+    GpuField("clocks.max.memory", "max_clock_memory_mhz", int),
+    GpuField("pstate", "pstate", volatile=True),
+)
+# NVML's clock event reasons (nvml.h ``nvmlClocksEventReason*``), by bit.
+CLOCK_REASONS: tuple[tuple[str, int], ...] = (
+    ("gpu_idle", 0x1),
+    ("applications_clocks_setting", 0x2),
+    ("sw_power_cap", 0x4),
+    ("hw_slowdown", 0x8),
+    ("sync_boost", 0x10),
+    ("sw_thermal_slowdown", 0x20),
+    ("hw_thermal_slowdown", 0x40),
+    ("hw_power_brake_slowdown", 0x80),
+    ("display_clock_setting", 0x100),
+)
+# The reasons' bitmasks under the name drivers since R535 use, then the older one.
+REASON_PREFIXES = ("clocks_event_reasons", "clocks_throttle_reasons")
+_KINDS: dict[str, type] = {f.query: f.kind for f in (*FIELDS, *CLOCK_FIELDS)}
 # The key and a host-wide value, not stored inside each GPU's facts.
 _NOT_PER_GPU = {"uuid", "driver_version"}
 
@@ -182,13 +221,18 @@ def clean_topology(text: str) -> str | None:
     return "\n".join(lines) or None
 
 
-def gpu_facts(row: dict[str, Any]) -> dict[str, Any]:
-    """Per-GPU facts from one parsed query-gpu row; fields not queried are None."""
+def gpu_facts(row: dict[str, Any], clocks: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Per-GPU facts from one parsed query-gpu row and its row of the power and clock call;
+    fields not queried (or not answered) are None."""
     facts: dict[str, Any] = {}
     volatile: dict[str, Any] = {}
     for field in FIELDS:
         if field.query not in _NOT_PER_GPU:
             (volatile if field.volatile else facts)[field.key] = row.get(field.query)
+    clocks = clocks or {}
+    for field in CLOCK_FIELDS:
+        (volatile if field.volatile else facts)[field.key] = clocks.get(field.query)
+    volatile["clock_event_reasons"] = clock_reasons(clocks)
     facts["volatile"] = volatile
     return facts
 
@@ -207,29 +251,72 @@ def query_gpu_block(marker: str, full: str, core: str) -> str:
 """
 
 
+def clock_reasons(row: dict[str, Any]) -> dict[str, bool | None] | None:
+    """Each clock event reason, asserted or not, from the ``supported`` and ``active``
+    bitmasks of either name; a reason the GPU does not support is None, and without both
+    masks (an older driver, a failed call) the whole is None: unknown, never "not active"."""
+    for prefix in REASON_PREFIXES:
+        supported, active = _mask(row.get(f"{prefix}.supported")), _mask(row.get(f"{prefix}.active"))
+        if supported is not None and active is not None:
+            return {name: bool(active & bit) if supported & bit else None for name, bit in CLOCK_REASONS}
+    return None
+
+
+def _mask(value: Any) -> int | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return int(value.strip(), 16)
+    except ValueError:
+        return None
+
+
 def build_script(marker: str) -> str:
     """The one remote script; ``marker`` is random so no output line can forge a block."""
     full, core = ",".join(query_fields()), ",".join(query_fields(optional=False))
+    clocks = ",".join(["uuid", *(f.query for f in CLOCK_FIELDS)])
+    with_reasons = [f"{clocks},{prefix}.supported,{prefix}.active" for prefix in REASON_PREFIXES]
     apps = ",".join(COMPUTE_APPS_FIELDS)
     fmt = "--format=csv,noheader,nounits"
     # One retry without the optional fields, not one per field: nvidia-smi names only the
     # first unknown field, so peeling them off one by one could take several calls.
-    # The four calls run side by side: on a host where every nvidia-smi call is slow (a
-    # GPU in a bad state), the probe costs one slow call, not four.
+    # The power and clock call steps down from the R535 reason names to the older ones,
+    # then to no reasons at all, so an older driver keeps its power limits.
+    # The five calls run side by side: on a host where every nvidia-smi call is slow (a
+    # GPU in a bad state), the probe costs one slow call, not five.
+    # A missing, read-only or full temp folder says nothing about the driver: without a
+    # folder to collect them in (or with a block it could not hold), the calls run one
+    # after another, straight to the output.
     return f"""\
 command -v nvidia-smi >/dev/null 2>&1 || {{ echo "{marker} missing 127"; exit 0; }}
-d=$(mktemp -d) || exit 1
-trap 'rm -rf "$d"' EXIT
+q1() {{ out=$(nvidia-smi --version 2>&1) || out=$(nvidia-smi 2>&1)
+  printf '%s\\n%s\\n' "{marker} version $?" "$out"; }}
+q2() {{ {query_gpu_block(marker, full, core)}}}
+q3() {{ out=$(nvidia-smi --query-compute-apps={apps} {fmt} 2>&1)
+  printf '%s\\n%s\\n' "{marker} compute-apps $?" "$out"; }}
+q4() {{ out=$(nvidia-smi topo -m 2>&1)
+  printf '%s\\n%s\\n' "{marker} topo $?" "$out"; }}
+q5() {{ for fields in {with_reasons[0]} {with_reasons[1]} {clocks}; do
+    out=$(nvidia-smi --query-gpu=$fields {fmt} 2>&1); rc=$?
+    case "$out" in *"{_UNKNOWN_FIELD}"*) continue ;; esac
+    break
+  done
+  printf '%s\\n%s\\n' "{marker} clocks $rc $fields" "$out"; }}
 trap 'exit 124' TERM INT
-( out=$(nvidia-smi --version 2>&1) || out=$(nvidia-smi 2>&1)
-  printf '%s\\n%s\\n' "{marker} version $?" "$out" >"$d/1" ) &
-( {query_gpu_block(marker, full, core)}) >"$d/2" &
-( out=$(nvidia-smi --query-compute-apps={apps} {fmt} 2>&1)
-  printf '%s\\n%s\\n' "{marker} compute-apps $?" "$out" >"$d/3" ) &
-( out=$(nvidia-smi topo -m 2>&1)
-  printf '%s\\n%s\\n' "{marker} topo $?" "$out" >"$d/4" ) &
-wait
-cat "$d/1" "$d/2" "$d/3" "$d/4" 2>/dev/null
+if d=$(mktemp -d 2>/dev/null); then
+  trap 'rm -rf "$d"' EXIT
+  q1 >"$d/1" 2>/dev/null & p1=$!
+  q2 >"$d/2" 2>/dev/null & p2=$!
+  q3 >"$d/3" 2>/dev/null & p3=$!
+  q4 >"$d/4" 2>/dev/null & p4=$!
+  q5 >"$d/5" 2>/dev/null & p5=$!
+  for i in 1 2 3 4 5; do
+    eval "p=\\$p$i"
+    if wait "$p"; then cat "$d/$i"; else q$i; fi
+  done
+else
+  q1; q2; q3; q4; q5
+fi
 """
 
 
@@ -278,13 +365,33 @@ def facts_from_blocks(blocks: dict[str, Block]) -> Facts:
     driver, cuda = parse_driver_cuda_version(version.text if version else "")
     drivers = [row["driver_version"] for row in rows.values() if row.get("driver_version")]
     topo = blocks.get("topo")
+    clocks, clocks_error, reasons_error = _clocks(blocks.get("clocks"))
     return {
         "driver_version": driver or (drivers[0] if drivers else None),
         "cuda_version": cuda,
-        "gpus": {uuid: gpu_facts(row) for uuid, row in rows.items()},
+        "gpus": {uuid: gpu_facts(row, clocks.get(uuid)) for uuid, row in rows.items()},
         "processes": processes,
         "topology": clean_topology(topo.text) if topo and topo.rc == 0 else None,
+        "clocks_error": clocks_error,
+        "clock_reasons_error": reasons_error,
     }
+
+
+def _clocks(block: Block | None) -> tuple[dict[str, dict[str, Any]], str | None, str | None]:
+    """The power and clock call's rows by UUID, why they are unknown (the call failed), and
+    why the clock event reasons are (this driver reports none under either name)."""
+    if block is None:
+        return {}, "nvidia-smi produced no power and clock output", "not read"
+    if block.rc != 0:
+        message = _message(block.text, block.rc)
+        return {}, f"nvidia-smi power and clock query failed: {message}", "not read"
+    fields = block.args[0].split(",") if block.args else []
+    try:
+        rows = parse_query_gpu_csv(block.text, fields)
+    except ValueError as exc:
+        return {}, f"unexpected nvidia-smi power and clock output: {exc}", "not read"
+    reasons = any(field.endswith(".active") for field in fields)
+    return rows, None, None if reasons else "this driver knows neither clocks_event_reasons nor clocks_throttle_reasons"
 
 
 def _processes(block: Block | None) -> dict[str, dict[str, Any]] | None:

@@ -11,7 +11,12 @@ nvidia-nccl-cu13 overwrote the file. This probe records what is on disk and in m
   the version in its file name and the distributions whose RECORD lists it;
 * for the focus distributions: native libraries and Python sources whose sha256 differs
   from RECORD, files missing, and files two distributions claim (with whose copy is on
-  disk).
+  disk);
+* what the dynamic loader resolves (``scripts/ld_resolve.py``): for every library name the
+  interpreters' nvidia wheels ship, the copy ld.so picks when a wheel or torch library needs
+  it, under the login environment's ``LD_LIBRARY_PATH``, the requester's RPATH/RUNPATH and
+  ``/etc/ld.so.conf``; and for each server that maps another copy than its wheel's, the search
+  step that found it (under the server's own ``LD_LIBRARY_PATH``).
 
 One stdlib script (``scripts/elf_identity.py`` + ``scripts/libraries_collect.py``) does it
 all on the target, after the interpreters' runs (for their ``sys.path``) and the /proc walk
@@ -27,13 +32,16 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from driftwatch.probes.container_identity import identify
-from driftwatch.probes.base import Facts, ProbeContext, ProbeError, collect_json
+from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeSkipped, collect_json
 from driftwatch.probes.cuda import NCCL_DIRS
-from driftwatch.probes.processes import keyed_servers, server_walk
+from driftwatch.probes.processes import keyed_servers, observed, server_walk
 from driftwatch.probes.python import extract_report, interpreter_reports
 from driftwatch.transport import CommandResult
 
 WHEEL_GLOBS = ["nvidia/*/lib/*.so*"]
+# Libraries that load the wheels' ones (libtorch_cuda.so needs libcublas.so.12, libnccl.so.2, …).
+REQUESTER_GLOBS = ["torch/lib/*.so*"]
+PRELUDES = ("elf_identity.py", "ld_resolve.py")  # sent ahead of scripts/libraries_collect.py
 SYSTEM_GLOBS = ["libnccl.so*"]
 MAX_LIBRARIES = 4096
 # Native libraries of focus distributions are hashed up to this size (libtorch_cuda.so
@@ -73,9 +81,10 @@ def cache_from(previous: Facts) -> dict[str, list[Any]]:
     cache: dict[str, list[Any]] = {}
     for path, entry in (previous.get("files") or {}).items():
         vol = entry.get("volatile") or {}
-        if "ctime_ns" in vol and entry.get("error") != CHANGED:
+        # An ELF entry from before the loader's facts (no "dynamic") is read again, once.
+        if "ctime_ns" in vol and entry.get("error") != CHANGED and ("dynamic" in entry or entry.get("error")):
             key = [entry.get("size"), vol.get("mtime_ns"), vol["ctime_ns"], vol.get("inode")]
-            cache[path] = [*key, entry.get("build_id"), entry.get("soname"), entry.get("error")]
+            cache[path] = [*key, entry.get("build_id"), entry.get("soname"), entry.get("error"), entry.get("dynamic")]
     return cache
 
 
@@ -123,13 +132,26 @@ def _walk(ctx: ProbeContext) -> tuple[dict[str, Any], str | None]:
     if report.get("error"):
         return {}, str(report["error"])
     servers = {
-        key: {"pid": raw.get("pid"), "mapped": raw.get("mapped") or {}}
+        key: {"pid": raw.get("pid"), "mapped": raw.get("mapped") or {},
+              "ld_library_path": (raw.get("env") or {}).get("LD_LIBRARY_PATH")}
         for key, raw in keyed_servers(report).items()
         # A container's paths name files in its image, not on the host: the containers
         # probe reads them through the container's own root.
         if identify(raw.get("context")) is None
     }
     return servers, None
+
+
+def _login_ld_library_path(ctx: ProbeContext) -> tuple[str | None, str | None]:
+    """LD_LIBRARY_PATH of a fresh login shell (what a server started from one inherits), or
+    why it is unknown."""
+    try:
+        facts = observed(ctx)
+    except (ProbeError, ProbeSkipped) as exc:
+        return None, f"the login environment was not read: {exc}"
+    if facts.get("login_env") is None:
+        return None, f"the login environment was not read: {facts.get('login_env_error')}"
+    return facts["login_env"].get("LD_LIBRARY_PATH"), None
 
 
 def build_facts(report: dict[str, Any], servers_error: str | None, interpreter_errors: dict[str, str]) -> Facts:
@@ -162,6 +184,7 @@ def build_facts(report: dict[str, Any], servers_error: str | None, interpreter_e
         "servers_error": servers_error,
         "interpreters": dict(sorted(interpreters.items())),
         "system": sorted(report.get("system") or []),
+        "resolution": resolution_facts(report.get("resolution")),
         "integrity": dict(sorted(integrity.items())),
         "truncated": bool(report.get("truncated")),
         "volatile": {
@@ -175,6 +198,21 @@ def build_facts(report: dict[str, Any], servers_error: str | None, interpreter_e
     }
 
 
+def resolution_facts(raw: Any) -> dict[str, Any]:
+    """The loader's picks as the facts keep them (see docs/facts.md); a collector too old to
+    report them gives the error, never an empty "nothing shadowed"."""
+    if not isinstance(raw, dict):
+        return {"error": "the collector did not report what the loader resolves", "ld_so_conf": None,
+                "interpreters": {}, "servers": {}}
+    conf = raw.get("ld_so_conf") or {}
+    return {
+        "error": None,
+        "ld_so_conf": {"dirs": [list(d) for d in conf.get("dirs") or []], "errors": list(conf.get("errors") or [])},
+        "interpreters": dict(sorted((raw.get("interpreters") or {}).items())),
+        "servers": dict(sorted((raw.get("servers") or {}).items())),
+    }
+
+
 class LibrariesProbe:
     name = "libraries"
 
@@ -185,10 +223,13 @@ class LibrariesProbe:
             walked = pool.submit(_walk, ctx)
             outcomes = interpreter_reports(ctx)
             servers, servers_error = walked.result()
+            login_path, login_error = _login_ld_library_path(ctx)
         paths = {name: _sys_path(outcome) for name, outcome in outcomes.items()}
         errors = {name: path for name, path in paths.items() if isinstance(path, str)}
         request = {
-            "interpreters": {name: {"sys_path": path} for name, path in paths.items() if not isinstance(path, str)},
+            "interpreters": {name: {"sys_path": path, "ld_library_path": login_path, "env_error": login_error}
+                             for name, path in paths.items() if not isinstance(path, str)},
+            "requester_globs": REQUESTER_GLOBS,
             "servers": servers,
             "wheel_globs": WHEEL_GLOBS,
             "system_dirs": list(NCCL_DIRS),
@@ -204,6 +245,7 @@ class LibrariesProbe:
             "integrity_cache": integrity_cache_from(ctx.previous),
         }
         report = collect_json(
-            ctx, "libraries_collect.py", request, what="libraries", keys=("files",), preludes=("elf_identity.py",)
+            ctx, "libraries_collect.py", request, what="libraries", keys=("files",),
+            preludes=PRELUDES,
         )
         return build_facts(report, servers_error, errors)

@@ -130,7 +130,10 @@ def server_facts(raw: dict[str, Any]) -> dict[str, Any]:
         "env": None if env is None else redact_env({str(k): str(v) for k, v in env.items()}),
         "libraries": raw.get("libraries"),
         "pattern": raw.get("pattern"),
-        "volatile": {"pid": raw.get("pid"), "ppid": raw.get("ppid"), "start_time": raw.get("start_time")},
+        # The server's worker processes (its ranks hold the GPUs): how the gpu-state rules
+        # tell them from another job on the same GPUs, whatever either is called.
+        "volatile": {"pid": raw.get("pid"), "ppid": raw.get("ppid"), "start_time": raw.get("start_time"),
+                     "descendants": raw.get("descendants")},
     }
 
 

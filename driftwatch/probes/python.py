@@ -106,6 +106,27 @@ def python_entry(data: dict[str, Any]) -> dict[str, Any]:
         "prefix": data.get("prefix"),
         "error": None,
         "distributions": distributions,
+        "resolution": resolution_facts(data.get("resolution")),
+    }
+
+
+def resolution_facts(raw: Any) -> dict[str, Any]:
+    """How the interpreter resolves imports (docs/facts.md); the code a .pth file runs and
+    PYTHONPATH may carry credentials, redacted like every other value."""
+    if not isinstance(raw, dict):
+        return {"error": "the collector did not report how imports resolve"}
+    pth = {str(path): {"imports": None if entry.get("imports") is None else
+                       [redact_value(str(line)) for line in entry["imports"]], "error": entry.get("error")}
+           for path, entry in sorted((raw.get("pth") or {}).items()) if isinstance(entry, dict)}
+    return {
+        "error": None,
+        "pythonpath": redact_value(raw["pythonpath"]) if isinstance(raw.get("pythonpath"), str) else None,
+        "user_site": raw.get("user_site"),
+        "user_bin": raw.get("user_bin"),
+        "venv": raw.get("venv"),
+        "pth": pth,
+        "shadowed": dict(sorted((raw.get("shadowed") or {}).items())),
+        "imports": dict(sorted((raw.get("imports") or {}).items())),
     }
 
 

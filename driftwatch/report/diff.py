@@ -11,6 +11,7 @@ from rich.text import Text
 from driftwatch.diff import Change, Severity
 
 from driftwatch.explain import DiffResult
+from driftwatch.facts import fmt
 from driftwatch.report.safe import clean
 from driftwatch.when import shown
 
@@ -23,8 +24,9 @@ SEVERITY_STYLE = {
 }
 
 
-def headline(result: DiffResult) -> str:
-    """`7 changes; most likely cause: …` or `no drift` (with what is not drift counted)."""
+def headline(result: DiffResult, limit: int | None = None) -> str:
+    """`7 changes; most likely cause: …` (one clause, the whole at most ``limit`` characters)
+    or `no drift` (with what is not drift counted)."""
     summary = result.summary
     if not result.drift:
         asides = []
@@ -37,14 +39,41 @@ def headline(result: DiffResult) -> str:
         if result.problems:  # never an exit code without its reason in the text
             first = result.problems[0]
             more = f" (and {len(result.problems) - 1} more)" if len(result.problems) > 1 else ""
-            text += f", but a new known-bad state{more}: {first.why}"
+            text += f", but a new known-bad state{more}: "
+            text += short_cause(first.why, (limit or HEADLINE_MAX) - len(text))
         return text
     noun = "change" if summary["total"] == 1 else "changes"
     cause = summary.get("most_likely_cause")
+    room = limit or HEADLINE_MAX
     if summary.get("symptom"):  # what broke first, then why
-        why = f"most likely cause: {cause}" if cause else "no recorded change explains it"
-        return f"{summary['symptom']}; {why} ({summary['total']} {noun})"
-    return f"{summary['total']} {noun}; most likely cause: {cause}"
+        tail = f" ({summary['total']} {noun})"
+        # Its first sentence; one that is too long keeps both ends (an error's specific part,
+        # the symbol or the library, is at its end).
+        symptom = fmt.ends(first_clause(summary["symptom"]), room // 2)
+        why = "; most likely cause: " if cause else "; no recorded change explains it"
+        left = room - len(symptom) - len(why) - len(tail)
+        return symptom + why + (short_cause(cause, left) if cause else "") + tail
+    head = f"{summary['total']} {noun}; most likely cause: "
+    return head + short_cause(cause or "", room - len(head))
+
+
+HEADLINE_MAX = 200  # characters: one sentence on a terminal's first line, in a chat alert, an HTML title
+
+
+def first_clause(text: str) -> str:
+    """Up to the first sentence's end or the first "—" aside."""
+    return re.split(r" — |\. (?=[A-Z(])", text, maxsplit=1)[0].rstrip(" .;")
+
+
+def short_cause(text: str, room: int) -> str:
+    """A change's explanation as one clause for a headline: up to its first sentence or its
+    first "—" aside (the known-bad state, the KV arithmetic: the report's detail has them),
+    cut at a word within ``room`` characters."""
+    clause = first_clause(text)
+    if len(clause) <= room:
+        return clause
+    cut = clause[: room - 1].rsplit(" ", 1)[0].rstrip(" ,;:")
+    return cut + "…"
 
 
 def note(change: Change) -> str:

@@ -21,6 +21,7 @@ from driftwatch.facts.names import gpu_label
 from driftwatch.logparse.headline import summarize_log
 from driftwatch.model import ProbeStatus, Snapshot
 from driftwatch.report.perf import show_rows
+from driftwatch.report.canary import canary_rows
 from driftwatch.report.safe import clean
 from driftwatch.settings import DEFAULT_FOCUS
 from driftwatch.store import Location
@@ -49,6 +50,7 @@ def sections(snapshot: Snapshot, focus: list[str] | None = None) -> list[Section
         _source(snapshot),
         _servers(snapshot),
         *_containers(snapshot, [normalize_name(n) for n in (focus or DEFAULT_FOCUS)]),
+        _canary(snapshot),
         _logs(snapshot),
         *_stack(snapshot),
         _perf(snapshot),
@@ -238,6 +240,9 @@ def _containers(snapshot: Snapshot, focus: list[str]) -> list[Section]:
 def _image_id(image_id: Any) -> str:
     text = str(image_id or "?")
     return text if len(text) <= 19 else text[:19] + "…"
+def _canary(snapshot: Snapshot) -> Section:
+    rows, notes = canary_rows(_facts(snapshot, "canary"))
+    return Section("Output canary", rows, notes)
 
 
 def _logs(snapshot: Snapshot) -> Section:

@@ -6,9 +6,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from driftwatch.facts.fmt import size
 from driftwatch.model import ProbeStatus, Snapshot
 from driftwatch.report.safe import clean
-from driftwatch.store import Location
+from driftwatch.store import ListedSnapshot, Location
 
 
 
@@ -33,20 +34,21 @@ def print_stored(console: Console, snapshot: Snapshot, path: Location) -> None:
             console.print(Text(f"  {name}: {record.status.value}: {clean(record.error or '')}", style="yellow"))
 
 
-def print_list(console: Console, rows: list[tuple[str, Location, Snapshot | None, str | None]]) -> None:
+def print_list(console: Console, rows: list[tuple[str, ListedSnapshot]]) -> None:
     table = Table(box=None, pad_edge=False)
-    for column in ("host", "taken at (UTC)", "labels", "probes"):
+    for column in ("host", "taken at (UTC)", "labels", "size"):
         table.add_column(column)
     table.add_column("file", overflow="fold")
-    for host, path, snapshot, error in rows:
-        if snapshot is None:
-            table.add_row(Text(clean(host)), "?", "", Text(f"unreadable: {clean(error)}", style="red"), str(path))
+    for host, row in rows:
+        if row.error is not None:
+            table.add_row(Text(clean(host)), "?", "", Text(f"unreadable: {clean(row.error)}", style="red"), str(row.path))
             continue
         table.add_row(
             Text(clean(host)),
-            snapshot.taken_at.strftime("%Y-%m-%d %H:%M:%S"),
-            Text(clean(", ".join(snapshot.labels))),
-            probe_summary(snapshot),
-            str(path),
+            row.taken_at.strftime("%Y-%m-%d %H:%M:%S") if row.taken_at else "?",
+            Text(clean(", ".join(row.labels))),
+            "?" if row.size is None else size(row.size),
+            str(row.path),
         )
     console.print(table)
+

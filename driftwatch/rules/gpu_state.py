@@ -21,8 +21,6 @@ VLLM_FREE = "https://docs.vllm.ai/en/latest/configuration/conserving_memory.html
 SGLANG_MEMORY = "https://docs.sglang.ai/advanced_features/server_arguments.html#memory-and-scheduling"
 BUSY_PCT = 10  # a link below its maximum on an idle GPU is power saving, not a fault
 HOLDS_MIB = 1024  # a process holding less is a CUDA context, not a competitor
-# Process names nvidia-smi shows for a server's own ranks: not evidence of another job.
-SERVER_NAMES = ("python", "sglang", "vllm", "ray::", "torchrun")
 
 
 def uncorrected_ecc(host: Host) -> list[Finding]:
@@ -143,7 +141,7 @@ def other_process_memory(host: Host) -> list[Finding]:
     processes = host.gpu().get("processes")
     if not isinstance(processes, dict):
         raise Missing("nvidia-smi could not list the GPU compute processes")
-    own = {fmt.number(as_dict(s.get("volatile")).get("pid")) for s in host.servers().values()} if host.has("processes") else set()
+    own = server_pids(host)
     findings = []
     for key, proc in sorted(processes.items()):
         proc = as_dict(proc)
@@ -151,8 +149,6 @@ def other_process_memory(host: Host) -> list[Finding]:
         name = str(proc.get("name") or "")
         if uuid not in used or used_mib < HOLDS_MIB or fmt.number(proc.get("pid")) in own:
             continue
-        if any(word in name.lower() for word in SERVER_NAMES):
-            continue  # could be the server's own rank: no evidence of another job
         failure = memory_failure(host.snapshot)
         findings.append(Finding(
             severity=Severity.high,
@@ -166,6 +162,21 @@ def other_process_memory(host: Host) -> list[Finding]:
             observed=failure is not None,
         ))
     return findings
+
+
+def server_pids(host: Host) -> set[float]:
+    """The running servers' pids and their workers' (the ranks that hold the GPUs): another
+    process is told from the server by its pid, never by its name (most GPU jobs are python)."""
+    if not host.has("processes"):
+        raise Missing("the processes probe did not read the servers: which GPU processes are theirs is unknown")
+    pids: set[float] = set()
+    for server in host.servers().values():
+        volatile = as_dict(server.get("volatile"))
+        workers = volatile.get("descendants")
+        if not isinstance(workers, list):
+            raise Missing("the snapshot does not record the server's worker processes (taken by an older driftwatch)")
+        pids |= {n for n in (fmt.number(p) for p in [volatile.get("pid"), *workers]) if n is not None}
+    return pids
 
 
 def free_below_fraction(host: Host) -> list[Finding]:

@@ -55,6 +55,9 @@ def sglang_budget(host: Host) -> list[Finding]:
             subjects=(("launch-arg", "mem_fraction_static"),),
             key="kv-budget",
             observed=failure is not None,
+            # The launch diff's line for the fraction computes this budget and quotes the
+            # failure itself: tied to it, the finding adds only its fix, never the same twice.
+            restates=(("launch-arg", "mem_fraction_static"),),
         ))
     findings += _context_fit(host, "context_length", "sglang")
     return findings

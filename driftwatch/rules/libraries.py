@@ -6,6 +6,7 @@ from __future__ import annotations
 from driftwatch.facts import fmt
 from driftwatch.facts.read import Facts, as_dict
 from driftwatch.facts.names import file_category, short_path
+from driftwatch.facts.loader import how_found, older
 from driftwatch.rules.finding import Finding, Subject
 from driftwatch.facts.names import package_subjects
 from driftwatch.rules.host import Host, Missing
@@ -14,6 +15,8 @@ from driftwatch.severity import Severity
 TWO_OWNERS = "https://github.com/pypa/pip/issues/4625"
 RECORD_SPEC = "https://packaging.python.org/en/latest/specifications/recording-installed-packages/"
 LD_SO = "https://man7.org/linux/man-pages/man8/ld.so.8.html"
+# A toolkit's libnvJitLink on LD_LIBRARY_PATH shadowing the wheel's (pytorch #140797).
+PR_NVJITLINK = "https://github.com/pytorch/pytorch/pull/141063"
 DELETED = " (deleted)"
 # Libraries whose copy decides collectives and kernels: a server must load its wheels' one.
 STACK_LIBRARIES = ("libnccl", "libcudart", "libcublas", "libcudnn", "libnvrtc", "libnvJitLink", "libcusparse")
@@ -84,24 +87,58 @@ def modified_installs(host: Host) -> list[Finding]:
 
 
 def shadowed_libraries(host: Host) -> list[Finding]:
+    """A server that maps another copy of a library than its wheels ship (observed), or an
+    interpreter whose wheel libraries the loader would resolve to another copy (predicted):
+    for every library a wheel ships, with the search step that finds the other copy."""
     facts = host.facts("libraries")
-    if facts.get("servers_error"):
+    resolution = as_dict(facts.get("resolution"))
+    if facts.get("servers_error") and (resolution.get("error") or not resolution):
         raise Missing(f"the servers' mapped libraries are unknown: {facts.get('servers_error')}")
     files = as_dict(facts.get("files"))
     wheels = _wheel_libraries(facts, files)
     findings = []
     for server, mapped in sorted(as_dict(facts.get("servers")).items()):
         env = _server_env(host, server)
+        found = as_dict(as_dict(resolution.get("servers")).get(server))
         for name, paths in sorted(as_dict(mapped).items()):
-            if not name.startswith(STACK_LIBRARIES) or not isinstance(paths, list) or not paths:
+            if not isinstance(paths, list) or not paths or not (name.startswith(STACK_LIBRARIES) or name in wheels):
                 continue
-            finding = _shadowed(server, name, [str(p) for p in paths], files, wheels.get(name, []), env)
+            finding = _shadowed(server, name, [str(p) for p in paths], files, wheels.get(name, []), env,
+                                as_dict(found.get(name)))
+            findings += [finding] if finding else []
+    for interp, context in sorted(as_dict(resolution.get("interpreters")).items()):
+        for name, entry in sorted(as_dict(as_dict(context).get("libraries")).items()):
+            finding = _would_load(interp, name, as_dict(entry), files)
             findings += [finding] if finding else []
     return findings
 
 
+def _would_load(interp: str, name: str, entry: Facts, files: Facts) -> Finding | None:
+    """The loader would give a wheel library another copy of ``name`` than its wheel's."""
+    path, wheel = entry.get("path"), str(entry.get("wheel") or "")
+    if not path or path == wheel:
+        return None
+    requester = str(entry.get("needed_by") or "?").rsplit("/", 1)[-1]
+    line: Subject = (file_category(name), f"{name} ({interp})")  # the diff's resolution line
+    via = entry.get("via")
+    subjects: tuple[Subject, ...] = (line, *((("env", "LD_LIBRARY_PATH"),) if via == "LD_LIBRARY_PATH" else ()))
+    if via == "LD_LIBRARY_PATH":
+        fix = (f"take {entry.get('dir')} out of LD_LIBRARY_PATH (where the login profile or the service sets it), "
+               "or put the wheel's directory before it; then restart the server")
+    elif via == "ld.so.cache":
+        fix = (f"remove {entry.get('dir')} from /etc/ld.so.conf.d and run ldconfig, or give the process an "
+               "LD_LIBRARY_PATH that starts with the wheel's directory")
+    else:
+        fix = f"remove the copy at {path}, or put the wheel's directory first on LD_LIBRARY_PATH"
+    return Finding(
+        severity=Severity.high,
+        why=f"{interp}: {requester} would load {_copy(str(path), files)} {how_found(entry)}, not the wheel's "
+            f"{_copy(wheel, files)}{older(entry, files)}",
+        fix=fix, reference=PR_NVJITLINK, subjects=subjects, key=f"{interp}: {name}", observed=False, restates=(line,))
+
+
 def _shadowed(server: str, name: str, paths: list[str], files: Facts, wheel_paths: list[str],
-              env: dict[str, str]) -> Finding | None:
+              env: dict[str, str], found: Facts | None = None) -> Finding | None:
     line: Subject = (file_category(name), f"{name} ({server})")  # the diff's own line for this mapping
     subjects: tuple[Subject, ...] = (line, *(("env", v) for v in SHADOWING_ENV if v in env))
     key, restates = f"{server}: {name}", (line,)
@@ -122,6 +159,8 @@ def _shadowed(server: str, name: str, paths: list[str], files: Facts, wheel_path
         return None
     set_here = [f"{v}={fmt.value(env[v])}" for v in SHADOWING_ENV if v in env]
     cause = f"; its environment sets {', '.join(set_here)}" if set_here else " (LD_PRELOAD, LD_LIBRARY_PATH, VLLM_NCCL_SO_PATH or a system copy)"
+    if found and found.get("needed_by") and found.get("path") == path:
+        cause = f": {found.get('needed_by', '').rsplit('/', 1)[-1]} finds it {how_found(found)}"
     wheel = ", ".join(_copy(p, files) for p in wheel_paths[:2])
     return Finding(
         severity=Severity.high,

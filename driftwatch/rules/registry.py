@@ -18,11 +18,17 @@ from driftwatch.rules import (
     containers,
     driver_cuda,
     driver_layers,
+    engine,
+    engine_defaults,
+    gpu_power,
+    imports,
     gpu_state,
     known_bad,
     launch,
     libraries,
     perf,
+    modules,
+    nvml,
     requirements,
     settings,
 )
@@ -36,6 +42,8 @@ RULES: dict[str, Rule] = {
     "driver-below-cuda-build": driver_cuda.driver_below_builds,
     "green-contexts-need-driver": driver_cuda.green_contexts,
     "unmet-requirement": requirements.unmet_requirements,
+    "shadowed-package": imports.shadowed_packages,
+    "user-bin-shadows-command": imports.user_bin_commands,
     "known-bad-version": known_bad.known_bad_versions,
     # the stack as loaded (libraries, caches)
     "file-two-owners": libraries.file_two_owners,
@@ -45,6 +53,9 @@ RULES: dict[str, Rule] = {
     # the driver's layers
     "kernel-module-vs-userspace": driver_layers.kernel_module_vs_userspace,
     "fabric-manager": driver_layers.fabric_manager,
+    "gpudirect-rdma-missing": modules.gpudirect_rdma_missing,
+    "nccl-misses-nvidia-peermem": modules.nccl_misses_peermem,
+    "nvidia-smi-says": nvml.nvidia_smi_says,
     # how the server is launched
     "kv-budget-sglang": launch.sglang_budget,
     "kv-budget-vllm": launch.vllm_budget,
@@ -56,6 +67,8 @@ RULES: dict[str, Rule] = {
     "shm-too-small": containers.shm_too_small,
     "cpu-limit-below-threads": containers.cpu_limit_below_threads,
     "memlock-small-with-rdma": containers.memlock_small_with_rdma,
+    "engine-setting-ignored": engine.ignored_settings,
+    "moved-default": engine_defaults.moved_defaults_rule,
     # the GPUs
     "uncorrected-ecc": gpu_state.uncorrected_ecc,
     "pending-memory-repair": gpu_state.pending_memory_repair,
@@ -69,6 +82,8 @@ RULES: dict[str, Rule] = {
     "perf-all-reduce-below-nvlink": perf.allreduce_below_nvlink,
     "perf-gpu-below-siblings": perf.below_siblings_rule,
     "perf-hardware-slowdown": perf.hardware_slowdown,
+    "power-limit-below-default": gpu_power.power_below_default,
+    "clocks-held-while-idle": gpu_power.clocks_held_while_idle,
 }
 # Facts of an unexpected shape: the rule cannot read them, which is not a finding.
 SHAPE_ERRORS = (TypeError, AttributeError, KeyError, ValueError, IndexError)

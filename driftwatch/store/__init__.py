@@ -14,10 +14,12 @@ from driftwatch.store.backend import Backend, Location
 from driftwatch.store.local import LAYOUT_MARK, LocalBackend
 from driftwatch.store.names import host_dir_name, host_from_dir_name, is_timestamp_prefix, validate_label
 from driftwatch.store.refs import load_snapshot, parse_ref, resolve_ref
-from driftwatch.store.snapshots import LOCAL, SnapshotStore, StoredSnapshot, is_url, open_backend, parse_snapshot
+from driftwatch.store.snapshots import (
+    LOCAL, ListedSnapshot, SnapshotStore, StoredSnapshot, is_url, open_backend, parse_snapshot,
+)
 
 __all__ = [
-    "LAYOUT_MARK", "LOCAL", "Backend", "Location", "LocalBackend", "SnapshotStore", "StoredSnapshot",
+    "LAYOUT_MARK", "LOCAL", "Backend", "ListedSnapshot", "Location", "LocalBackend", "SnapshotStore", "StoredSnapshot",
     "host_dir_name", "host_from_dir_name", "is_timestamp_prefix", "is_url", "load_snapshot", "open_backend",
     "parse_ref", "parse_snapshot", "resolve_ref", "validate_label",
 ]

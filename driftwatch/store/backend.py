@@ -16,9 +16,22 @@ from typing import Protocol, Union
 
 # Where one file is: a local Path, or an object's URL (s3://bucket/prefix/gpu01/....json).
 Location = Union[Path, str]
+# The most read of one file of the store (config ``max_snapshot_bytes``): a big host's
+# snapshot is ~2 MiB. A larger file (a 3 GB file named like a snapshot, a 400 MB object
+# any node with write access put under a host prefix) is skipped and named, never read.
+DEFAULT_MAX_FILE_BYTES = 128 * 1024 * 1024
+
+
+def over_cap(location: Location, size: int, cap: int) -> str:
+    """The message for a file of ``size`` bytes over the read cap."""
+    limit = f"{cap >> 20} MiB" if cap % (1 << 20) == 0 else f"{cap} bytes"
+    shown = f"{size / (1 << 20):.1f} MiB" if size >= 1 << 20 else f"{size} bytes"
+    return f"{location}: {shown}, over the {limit} read cap (max_snapshot_bytes): not read"
 
 
 class Backend(Protocol):
+    max_bytes: int  # the read cap: no file is read past it
+
     @property
     def root(self) -> Location:
         """The store, as messages show it."""
@@ -46,7 +59,13 @@ class Backend(Protocol):
         """Every host folder with its file names, read in as few listings as the medium allows."""
         ...
 
-    def read(self, location: Location) -> bytes: ...
+    def read(self, location: Location) -> bytes:
+        """A whole file, up to the read cap (``StoreError`` beyond it, or for what is not a file)."""
+        ...
+
+    def head(self, location: Location, size: int) -> tuple[bytes, int | None]:
+        """A file's first ``size`` bytes and its whole size (None where unknown)."""
+        ...
 
     def create(self, folder: str, stem: str, data: bytes) -> Location:
         """Store ``data`` as a new ``stem….json`` in ``folder``, whole or not at all, never

@@ -9,6 +9,8 @@
   so ``a/b`` and ``a_b`` shared ``a_b``) are upgraded once, the first time a command opens
   them with write access: each snapshot moves to the folder of the host recorded inside it.
 - Disk full, a read-only or missing store: ``StoreError`` naming the store, never a traceback.
+- **Reads** are capped (``max_snapshot_bytes``) and only of regular files: a character
+  device, FIFO or socket planted in the store (or named as a REF) is refused unopened.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import errno
 import json
 import os
 import re
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,7 +27,7 @@ from pathlib import Path
 
 from driftwatch.errors import StoreError, UserError
 from driftwatch.fileio import clean_stale_temps, make_dir, replace_file, write_temp
-from driftwatch.store.backend import Location
+from driftwatch.store.backend import DEFAULT_MAX_FILE_BYTES, Location, over_cap
 from driftwatch.store.names import SUFFIX, host_dir_name, is_snapshot_name, legacy_dir_name
 
 LAYOUT_MARK = ".driftwatch-layout"  # present once host folders use the percent-encoded names
@@ -32,8 +35,9 @@ DIR_MODE, FILE_MODE = 0o700, 0o600
 
 
 class LocalBackend:
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, *, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> None:
         self.root: Path = Path(root).expanduser()
+        self.max_bytes = max_bytes
 
     def location(self, folder: str, name: str) -> Path:
         return self.root / folder / name
@@ -89,12 +93,15 @@ class LocalBackend:
         return {p.name: self.names(p.name) for p in _host_folders(self.root)}
 
     def read(self, location: Location) -> bytes:
-        return read_file(location)
+        return read_file(location, self.max_bytes)
+
+    def head(self, location: Location, size: int) -> tuple[bytes, int | None]:
+        return read_head(location, size)
 
     def read_state(self, folder: str, name: str) -> bytes | None:
         try:
-            return (self.root / folder / name).read_bytes()
-        except OSError:
+            return read_file(self.root / folder / name, self.max_bytes)
+        except StoreError:
             return None
 
     # -- writing -----------------------------------------------------------------------
@@ -206,11 +213,55 @@ class LocalBackend:
                     os.replace(state, target / state.name)
 
 
-def read_file(location: Location) -> bytes:
+_NOT_FILES = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"),
+              (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+
+
+def read_file(location: Location, cap: int = DEFAULT_MAX_FILE_BYTES) -> bytes:
+    """The bytes of the regular file ``location``; a StoreError, unread, past ``cap`` bytes."""
+    data, size = _read(location, cap, whole=True)
+    if len(data) > cap:  # the size stat gave was wrong (a file that grows)
+        raise StoreError(over_cap(location, max(size, len(data)), cap))
+    return data
+
+
+def read_head(location: Location, size: int) -> tuple[bytes, int]:
+    """The first ``size`` bytes of the regular file ``location``, and its size."""
+    data, whole = _read(location, size, whole=False)
+    return data[:size], whole
+
+
+def _read(location: Location, cap: int, *, whole: bool) -> tuple[bytes, int]:
+    """Up to ``cap`` + 1 bytes of a regular file, and the size stat gives it."""
     try:
-        return Path(location).read_bytes()
+        # O_NONBLOCK: opening a FIFO would wait for a writer; checked again once open (a swap).
+        _refuse_special(location, os.stat(location).st_mode)
+        fd = os.open(location, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except OSError as exc:
         raise StoreError(f"{location}: cannot read snapshot: {exc.strerror or exc}") from exc
+    try:
+        info = os.fstat(fd)
+        _refuse_special(location, info.st_mode)
+        if whole and info.st_size > cap:
+            raise StoreError(over_cap(location, info.st_size, cap))
+        chunks, read = [], 0
+        while read <= cap:
+            chunk = os.read(fd, min(1 << 20, cap + 1 - read))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            read += len(chunk)
+    except OSError as exc:
+        raise StoreError(f"{location}: cannot read snapshot: {exc.strerror or exc}") from exc
+    finally:
+        os.close(fd)
+    return b"".join(chunks), info.st_size
+
+
+def _refuse_special(location: Location, mode: int) -> None:
+    for test, kind in _NOT_FILES:
+        if test(mode):
+            raise StoreError(f"{location}: not a snapshot file: it is {kind}")
 
 
 def _host_folders(root: Path) -> list[Path]:
@@ -220,8 +271,8 @@ def _host_folders(root: Path) -> list[Path]:
 def _recorded_host(path: Path) -> str | None:
     """The host name a snapshot file records, read without validating the rest (upgrading reads every file)."""
     try:
-        name = json.loads(path.read_bytes())["host"]["name"]
-    except (OSError, ValueError, TypeError, KeyError):
+        name = json.loads(read_file(path))["host"]["name"]
+    except (StoreError, ValueError, TypeError, KeyError):
         return None
     return name if isinstance(name, str) and name else None
 

@@ -75,7 +75,12 @@ def stamp_time(name: str) -> datetime | None:
     stamp = order_key(name)[0]
     if _STAMP.fullmatch(stamp) is None:
         return None
-    return datetime.strptime(stamp, STAMP_FORMAT).replace(tzinfo=timezone.utc)
+    # By hand: strptime costs ~0.2 ms, paid per file of a host with 20,000 of them.
+    fields = (stamp[0:4], stamp[4:6], stamp[6:8], stamp[9:11], stamp[11:13], stamp[13:15], stamp[16:22])
+    try:
+        return datetime(*map(int, fields), tzinfo=timezone.utc)
+    except ValueError:  # 20261399T..., digits that are no date
+        return None
 
 
 def is_timestamp_prefix(selector: str) -> bool:

@@ -17,6 +17,8 @@ What holds, and what does not (an object store has no rename, no hard link, no l
   prefix, so this does not arise.
 - **Locks are local**: a file under ``~/.cache/driftwatch/locks/`` serializes overlapping
   runs on one machine (two cron runs of one node), not runs on different machines.
+- **Reads are capped** (``max_snapshot_bytes``): an object the listing shows over the cap
+  is skipped and named without a GET, any other read is a ranged GET of at most the cap.
 - **Errors** (no credentials, access denied, no bucket, endpoint down, throttling, 5xx)
   become one ``StoreError`` line. S3 requests have a 5 s connect and 20 s read deadline
   and 4 tries at most (botocore's standard retry mode, which backs off on throttling).
@@ -35,7 +37,7 @@ from typing import Any, TypeVar
 
 from driftwatch.errors import StoreError, UserError
 from driftwatch.fileio import make_dir
-from driftwatch.store.backend import Location
+from driftwatch.store.backend import DEFAULT_MAX_FILE_BYTES, Location, over_cap
 from driftwatch.store.names import SUFFIX
 
 T = TypeVar("T")
@@ -45,7 +47,11 @@ TRIES, CONNECT_S, READ_S = 4, 5, 20
 
 
 class ObjectBackend:
-    def __init__(self, url: str, options: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, url: str, options: dict[str, str] | None = None, *, max_bytes: int = DEFAULT_MAX_FILE_BYTES
+    ) -> None:
+        self.max_bytes = max_bytes
+        self._sizes: dict[str, int] = {}  # key: size, as the listings showed them
         scheme, _, rest = url.partition("://")
         self.scheme = scheme.lower()
         self.base = rest.strip("/")
@@ -96,7 +102,7 @@ class ObjectBackend:
 
         def ls() -> list[str]:
             try:
-                return [str(p).rsplit("/", 1)[-1] for p in self.fs.ls(prefix, detail=False)]
+                return [self._seen(entry).rsplit("/", 1)[-1] for entry in self.fs.ls(prefix, detail=True)]
             except FileNotFoundError as exc:
                 if "bucket" in str(exc).lower():
                     raise
@@ -106,23 +112,47 @@ class ObjectBackend:
 
     def listing(self) -> dict[str, list[str]]:
         found: dict[str, list[str]] = {}
-        keys = self._call(f"snapshot store {self.root}", lambda: self.fs.find(self.base, detail=False))
-        for key in keys:
-            folder, sep, name = str(key)[len(self.base) + 1:].partition("/")
+        found_keys = self._call(f"snapshot store {self.root}", lambda: self.fs.find(self.base, detail=True))
+        for info in found_keys.values():
+            key = self._seen(info)
+            folder, sep, name = key[len(self.base) + 1:].partition("/")
             if sep and name and "/" not in name and not folder.startswith("."):
                 found.setdefault(folder, []).append(name)
         return found
 
-    def read(self, location: Location) -> bytes:
-        data: bytes = self._call(f"{location}: cannot read snapshot", lambda: self.fs.cat_file(self._key(location)))
+    def _seen(self, info: dict[str, Any]) -> str:
+        """An entry of a listing: its key, with its size remembered for the read cap."""
+        key = str(info["name"])
+        if isinstance(info.get("size"), int):
+            self._sizes[key] = info["size"]
+        return key
+
+    def _get(self, key: str, cap: int) -> bytes:
+        """At most ``cap`` + 1 bytes of an object: one ranged GET."""
+        data: bytes = self.fs.cat_file(key, start=0, end=cap + 1)
         return data
+
+    def read(self, location: Location) -> bytes:
+        key, cap = self._key(location), self.max_bytes
+        listed = self._sizes.get(key)
+        if listed is not None and listed > cap:
+            raise StoreError(over_cap(location, listed, cap))
+        data = self._call(f"{location}: cannot read snapshot", lambda: self._get(key, cap))
+        if len(data) > cap:
+            raise StoreError(over_cap(location, listed or len(data), cap))
+        return data
+
+    def head(self, location: Location, size: int) -> tuple[bytes, int | None]:
+        key = self._key(location)
+        data = self._call(f"{location}: cannot read snapshot", lambda: self._get(key, size - 1))
+        return data, self._sizes.get(key)
 
     def read_state(self, folder: str, name: str) -> bytes | None:
         try:
-            data: bytes = self.fs.cat_file(f"{self.base}/{folder}/{name}")
-            return data
+            data = self._get(f"{self.base}/{folder}/{name}", self.max_bytes)
         except Exception:  # noqa: BLE001 - absent or unreachable: alert again rather than never
             return None
+        return data if len(data) <= self.max_bytes else None
 
     # -- writing -----------------------------------------------------------------------
     def create(self, folder: str, stem: str, data: bytes) -> str:

@@ -7,20 +7,19 @@ import re
 from itertools import islice
 from pathlib import Path
 
-from driftwatch.errors import StoreError, UserError
+from driftwatch.errors import UserError
 from driftwatch.model import Snapshot
+from driftwatch.store.backend import DEFAULT_MAX_FILE_BYTES
+from driftwatch.store.local import read_file
 from driftwatch.store.names import is_timestamp_prefix, order_key
 from driftwatch.store.snapshots import SnapshotStore, StoredSnapshot, parse_snapshot
 
 
-def load_snapshot(path: str | Path) -> Snapshot:
-    """Read and validate one local snapshot file; every failure names the file."""
+def load_snapshot(path: str | Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> Snapshot:
+    """Read and validate one local snapshot file (a regular file, at most ``max_bytes``);
+    every failure names the file."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise StoreError(f"{path}: cannot read snapshot: {exc.strerror or exc}") from exc
-    return parse_snapshot(raw, path)
+    return parse_snapshot(read_file(path, max_bytes), path)
 
 
 def parse_ref(ref: str) -> tuple[str, str]:
@@ -49,7 +48,9 @@ def resolve_ref(store: SnapshotStore, ref: str) -> StoredSnapshot:
             raise UserError(f"{ref}: not a file of the snapshot store {store.root}")
         return StoredSnapshot(ref, store.load(ref))
     if _is_file_ref(ref):
-        return StoredSnapshot(Path(ref), load_snapshot(ref))
+        return StoredSnapshot(Path(ref), load_snapshot(ref, store.backend.max_bytes))
+    if "@" not in ref:
+        raise UserError(_bare_host(store, ref))
     host, selector = parse_ref(ref)
     paths = store.paths(host)
     name = _shown_host(store, host)
@@ -57,7 +58,7 @@ def resolve_ref(store: SnapshotStore, ref: str) -> StoredSnapshot:
         known = ", ".join(store.hosts()) or "none"
         raise UserError(f"no snapshots of {name} in {store.root} (hosts with snapshots: {known})")
     if selector == "latest" or re.fullmatch(r"~\d+", selector):
-        back = 0 if selector == "latest" else int(selector[1:])
+        back = 0 if selector == "latest" else min(int(selector[1:]), len(paths))  # ~99999999999999999999
         found = list(islice(store.newest_first(host), back + 1))
         if len(found) <= back:
             raise UserError(f"{ref}: only {len(found)} readable snapshot(s) of {name}{_skipped(store, host)}")
@@ -77,6 +78,17 @@ def resolve_ref(store: SnapshotStore, ref: str) -> StoredSnapshot:
         f"{ref}: no readable snapshot of {name} labelled or timed {selector!r} "
         f"(labels: {labels}; also latest, ~N){_skipped(store, host)}"
     )
+
+
+def _bare_host(store: SnapshotStore, word: str) -> str:
+    """A bare word is no REF (``diff gpu01 gpu01@latest`` is a likely typo for gpu01@good):
+    say what it could have meant."""
+    if os.sep in word:
+        return f"{word}: no such snapshot file"
+    labels = store.labels(word) if store.paths(word) else []
+    named = f"{word}@<label> ({', '.join(labels)})" if labels else f"{word}@<label>"
+    return (f"{word!r} names no snapshot: write {word}@latest, {word}@~N, {named}, "
+            f"{word}@<timestamp> or a snapshot file")
 
 
 def _shown_host(store: SnapshotStore, host: str) -> str:

@@ -6,6 +6,11 @@ folder or an object store. Commands never build paths inside it.
 - **Damage.** A snapshot that cannot be read is skipped when looking for the latest one, a
   label, ``~N`` or a timestamp, and recorded: commands print one warning naming each
   (``take_warnings``), ``check`` counts them per host. A file named explicitly is an error.
+- **Clocks that lie.** A snapshot named more than ``FUTURE_TOLERANCE`` ahead of this
+  machine's clock (a pushing node whose clock ran ahead) is not believed to be the newest:
+  it comes after every believable one wherever the newest is looked for (``latest``,
+  ``~N``, labels, ``fleet``), with one warning naming it. Otherwise it would stay
+  ``latest`` until the clock caught up, for years.
 - **local.** With ``local_name`` set (the machine's hostname by default), the target
   ``local`` is stored under that name, so a thousand nodes writing to one store never
   collide; the ``local`` folder older versions wrote is still read as that host's.
@@ -13,18 +18,21 @@ folder or an object store. Commands never build paths inside it.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import from_json
 
 from driftwatch.errors import StoreError
-from driftwatch.model import SCHEMA_VERSION, Snapshot
-from driftwatch.store.backend import Backend, Location
+from driftwatch.model import SCHEMA_VERSION, HostIdentity, Snapshot, utcnow
+from driftwatch.store.backend import DEFAULT_MAX_FILE_BYTES, Backend, Location, over_cap
 from driftwatch.store.local import LocalBackend
 from driftwatch.store.names import (
     host_dir_name,
@@ -32,9 +40,13 @@ from driftwatch.store.names import (
     is_snapshot_name,
     order_key,
     snapshot_stem,
+    stamp_time,
 )
 
 LOCAL = "local"
+# How far ahead of this machine's clock a snapshot's time may be and still be believed:
+# clocks a few minutes apart are normal between the node that wrote it and the reader.
+FUTURE_TOLERANCE = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -43,34 +55,69 @@ class StoredSnapshot:
     snapshot: Snapshot
 
 
+@dataclass(frozen=True)
+class ListedSnapshot:
+    """One file as ``list`` shows it: from its name, its size and its head, never read whole."""
+
+    path: Location
+    size: int | None
+    taken_at: datetime | None
+    labels: list[str]
+    error: str | None = None  # why it cannot be used
+
+
+class SnapshotHead(BaseModel):
+    """What a snapshot says before its probes: enough to list it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    schema_version: int
+    host: HostIdentity
+    taken_at: datetime
+    labels: list[str] = Field(default_factory=list)
+
+
+# The head of a snapshot file: every field before "probes", which comes last (model order).
+# A few hundred bytes; read in 4 KiB, and again in up to 64 KiB where that was not enough.
+HEAD_START, HEAD_BYTES = 4096, 64 * 1024
+# The top-level "probes" key: inside a JSON string a quote is escaped, so `,"probes":`
+# (any spacing) can only be a key, and the fields before it hold no object with such a key.
+_PROBES_KEY = re.compile(rb'[{,]\s*"probes"\s*:')
+
+
 def is_url(store: str) -> bool:
     return "://" in store
 
 
-def open_backend(store: str | Path, options: dict[str, str] | None = None) -> Backend:
-    """A folder (or ``file://`` URL) is a local store; any other URL an object store (fsspec)."""
+def open_backend(
+    store: str | Path, options: dict[str, str] | None = None, *, max_bytes: int = DEFAULT_MAX_FILE_BYTES
+) -> Backend:
+    """A folder (or ``file://`` URL) is a local store; any other URL an object store (fsspec).
+    No file of it is read past ``max_bytes``."""
     text = str(store)
     if not is_url(text):
-        return LocalBackend(text)
+        return LocalBackend(text, max_bytes=max_bytes)
     scheme, _, rest = text.partition("://")
     if scheme.lower() == "file":
-        return LocalBackend(rest or "/")
+        return LocalBackend(rest or "/", max_bytes=max_bytes)
     from driftwatch.store.objects import ObjectBackend  # fsspec is an optional extra
 
-    return ObjectBackend(text, options)
+    return ObjectBackend(text, options, max_bytes=max_bytes)
 
 
 class SnapshotStore:
     def __init__(
-        self, store: Backend | str | Path, *, options: dict[str, str] | None = None, local_name: str = LOCAL
+        self, store: Backend | str | Path, *, options: dict[str, str] | None = None, local_name: str = LOCAL,
+        max_bytes: int = DEFAULT_MAX_FILE_BYTES,
     ) -> None:
         """``store``: a folder or a store URL (see ``open_backend``), or a backend."""
-        backend = open_backend(store, options) if isinstance(store, (str, Path)) else store
+        backend = open_backend(store, options, max_bytes=max_bytes) if isinstance(store, (str, Path)) else store
         self.backend = backend
         self.root = backend.root
         self.local_name = local_name  # what the target `local` is stored under
         self._guard = threading.Lock()  # `check` works on several hosts in threads
         self._unreadable: dict[Location, tuple[str | None, str]] = {}  # every unreadable file seen: folder, why
+        self._ahead: dict[Location, tuple[str | None, str]] = {}  # files dated ahead of this clock: folder, warning
         self._pending: list[str] = []  # warnings not yet taken by the command
         self._prepared = threading.Lock()  # held while the backend prepares: other threads wait
         self._ready = False
@@ -97,6 +144,12 @@ class SnapshotStore:
         folders = set(self._folders(host))
         with self._guard:
             return [why for folder, why in self._unreadable.values() if folder in folders]
+
+    def ahead(self, host: str) -> list[str]:
+        """A warning per snapshot file of ``host`` seen dated ahead of this machine's clock."""
+        folders = set(self._folders(host))
+        with self._guard:
+            return [why for folder, why in self._ahead.values() if folder in folders]
 
     def take_warnings(self) -> list[str]:
         """Warnings recorded since the last call, each once, for the command to print."""
@@ -198,7 +251,31 @@ class SnapshotStore:
                 yield StoredSnapshot(path, snapshot)
 
     def newest_first(self, host: str) -> Iterator[StoredSnapshot]:
-        return self.readable(reversed(self.paths(host)))
+        """Readable snapshots of ``host``, newest believable first (see the module doc)."""
+        return self.readable(self.newest_order(self.paths(host)))
+
+    def newest_order(self, paths: list[Location]) -> list[Location]:
+        """``paths`` (oldest first) newest first, those dated ahead of this machine's clock
+        last, each of them warned about once."""
+        now = utcnow()
+        believable: list[Location] = []
+        ahead: list[Location] = []
+        for path in reversed(paths):
+            taken = stamp_time(str(path).rsplit("/", 1)[-1])
+            if taken is None or taken <= now + FUTURE_TOLERANCE:
+                believable.append(path)
+                continue
+            ahead.append(path)
+            warning = (
+                f"{path} is dated {taken:%Y-%m-%d %H:%M} UTC, ahead of this machine's clock "
+                f"({now:%Y-%m-%d %H:%M} UTC): not taken as the newest snapshot (the clock of the "
+                "machine that wrote it ran ahead?)"
+            )
+            with self._guard:
+                if path not in self._ahead:
+                    self._ahead[path] = (self.backend.folder_of(path), warning)
+                    self._pending.append(warning)
+        return believable + ahead
 
     def latest(self, host: str) -> StoredSnapshot | None:
         """The newest readable snapshot of ``host``."""
@@ -207,6 +284,20 @@ class SnapshotStore:
     def find_label(self, host: str, label: str) -> StoredSnapshot | None:
         """The newest readable snapshot of ``host`` carrying ``label``."""
         return next((s for s in self.newest_first(host) if label in s.snapshot.labels), None)
+
+    def listed(self, path: Location) -> ListedSnapshot:
+        """``path`` as ``list`` shows it: its head and size are read, not the whole file."""
+        size = None
+        try:
+            raw, size = self._backend().head(path, HEAD_START)
+            if size is not None and size > self.backend.max_bytes:  # no command will read it
+                raise StoreError(over_cap(path, size, self.backend.max_bytes))
+            if _PROBES_KEY.search(raw) is None and len(raw) == HEAD_START:  # a long host name, many labels
+                raw, size = self._backend().head(path, HEAD_BYTES)
+            head = parse_head(raw, path)
+        except StoreError as exc:
+            return ListedSnapshot(path, size, stamp_time(str(path).rsplit("/", 1)[-1]), [], str(exc))
+        return ListedSnapshot(path, size, head.taken_at, head.labels)
 
     def labels(self, host: str) -> list[str]:
         found: list[str] = []
@@ -224,7 +315,26 @@ def parse_snapshot(raw: bytes, where: Location) -> Snapshot:
     return validate_snapshot(data, where)
 
 
+def parse_head(raw: bytes, where: Location) -> SnapshotHead:
+    """The fields of a snapshot before its probes, from the file's first bytes."""
+    found = _PROBES_KEY.search(raw)
+    if found is None:
+        raise StoreError(f"{where}: not a driftwatch snapshot (no probes in its first {HEAD_BYTES // 1024} KiB)")
+    head = raw[: found.start()] + (b"{}" if raw[found.start()] == ord("{") else b"}")
+    try:
+        data = from_json(head)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise StoreError(f"{where}: not a driftwatch snapshot (corrupt JSON: {exc})") from exc
+    _check_version(data, where)
+    return _validated(SnapshotHead, data, where)
+
+
 def validate_snapshot(data: object, where: Location) -> Snapshot:
+    _check_version(data, where)
+    return _redacted_if_old(_validated(Snapshot, data, where))
+
+
+def _check_version(data: object, where: Location) -> None:
     if not isinstance(data, dict) or "schema_version" not in data:
         raise StoreError(f"{where}: not a driftwatch snapshot (no schema_version)")
     version = data["schema_version"]
@@ -232,13 +342,18 @@ def validate_snapshot(data: object, where: Location) -> Snapshot:
         raise StoreError(
             f"{where}: written by a newer driftwatch (schema {version}, this one reads {SCHEMA_VERSION}); upgrade driftwatch"
         )
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _validated(model: type[M], data: object, where: Location) -> M:
     try:
-        snapshot = Snapshot.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         at = ".".join(str(p) for p in err["loc"])
         raise StoreError(f"{where}: not a valid driftwatch snapshot ({at}: {err['msg']})") from exc
-    return _redacted_if_old(snapshot)
 
 
 def _redacted_if_old(snapshot: Snapshot) -> Snapshot:

@@ -11,7 +11,7 @@ import base64
 import binascii
 import itertools
 import json
-import shlex
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -27,6 +27,7 @@ from driftwatch.transport.base import (
     Survivor,
     first_python,
 )
+from driftwatch.transport.login import PROFILE_LINES, login_command
 
 # The agent's remote lifetime. Near its end the client starts a fresh one for new commands,
 # early enough that no command given to the old one can outlive it.
@@ -43,13 +44,31 @@ class AgentUnavailable(Exception):
     """The agent did not start (no python3 on the target, a shell that prints instead)."""
 
 
-def agent_command(pythons: Sequence[str], lifetime: float) -> str:
+def agent_command(pythons: Sequence[str], lifetime: float, nonce: str) -> str:
     """The agent under the first of ``pythons`` the target has (``first_python``: -I -S),
-    told its lifetime. The login shell may not be POSIX (fish, tcsh): it only runs
-    ``exec sh -c``. No `timeout` around it: the agent bounds itself and its commands."""
+    told its lifetime and the nonce its hello must carry, as one line any login shell
+    runs (login.py). No `timeout` around it: the agent bounds itself and its commands."""
     code = (resources.files("driftwatch") / "transport" / "scripts" / "agent.py").read_text(encoding="utf-8")
-    words = ["exec", "sh", "-c", first_python(code, pythons, args=[str(int(lifetime))])]
-    return " ".join(shlex.quote(word) for word in words)
+    return login_command(first_python(code, pythons, args=[str(int(lifetime)), nonce]))
+
+
+def find_hello(line: bytes, nonce: str) -> int | None:
+    """The agent's pid, if ``line`` holds its hello with ``nonce``, anywhere in it: a
+    profile's output without a newline (an xterm title) comes first on the same line, and
+    a profile may print a hello of its own, which the nonce tells apart."""
+    decoder = json.JSONDecoder()
+    at = line.find(b'{"hello"')
+    while at >= 0:
+        try:
+            message, _ = decoder.raw_decode(line[at:].decode("utf-8", "replace"))
+        except ValueError:
+            message = None
+        if isinstance(message, dict) and message.get("hello") == 1 and message.get("nonce") == nonce:
+            pid = message.get("pid")
+            if isinstance(pid, int) and not isinstance(pid, bool):
+                return pid
+        at = line.find(b'{"hello"', at + 1)
+    return None
 
 
 def line_bound(max_output: int) -> int:
@@ -65,6 +84,7 @@ class Agent:
         self._who = f"driftwatch agent on {address}"
         self.expires_at = time.monotonic() + AGENT_LIFETIME - _EXPIRY_MARGIN
         self.pid: int | None = None  # on the target, from its hello
+        self.nonce = os.urandom(8).hex()  # what its hello must carry: no profile can guess it
         self._hello = threading.Event()
         self._send_lock = threading.Lock()
         self._lock = threading.Lock()  # guards everything below
@@ -79,11 +99,17 @@ class Agent:
         """Start the agent and wait for its hello; AgentUnavailable when it does not say it."""
         try:
             channel = transport.open_session(timeout=wait)
-            channel.exec_command(agent_command(pythons, AGENT_LIFETIME))
-            channel.settimeout(_TICK)
         except _ChannelErrors as exc:
             raise AgentUnavailable(f"cannot start it: {exc or type(exc).__name__}") from exc
         agent = cls(channel, transport, address)
+        try:
+            channel.exec_command(agent_command(pythons, AGENT_LIFETIME, agent.nonce))
+            channel.settimeout(_TICK)
+            # Blank lines for a profile that reads stdin to take; requests go only after the hello.
+            channel.sendall(b"\n" * PROFILE_LINES)
+        except _ChannelErrors as exc:
+            agent.close()
+            raise AgentUnavailable(f"cannot start it: {exc or type(exc).__name__}") from exc
         threading.Thread(target=agent._read, name=agent._who, daemon=True).start()
         if agent._hello.wait(wait) and agent.pid is not None:
             return agent
@@ -177,15 +203,15 @@ class Agent:
 
     def _dispatch(self, line: bytes) -> str | None:
         """Hand one answer to its caller; a reason to give up on the agent, or None."""
+        if self.pid is None:  # lines before the hello are a chatty ~/.bashrc's
+            self.pid = find_hello(line, self.nonce)
+            if self.pid is not None:
+                self._hello.set()
+            return None
         try:
             message = json.loads(line)
         except ValueError:
             message = None
-        if self.pid is None:  # lines before the hello are a chatty ~/.bashrc's
-            if isinstance(message, dict) and message.get("hello") == 1 and isinstance(message.get("pid"), int):
-                self.pid = message["pid"]
-                self._hello.set()
-            return None
         request_id = message.get("id") if isinstance(message, dict) else None
         if not isinstance(request_id, int):
             return f"{self._who}: protocol error: unexpected line {line[:80]!r}"

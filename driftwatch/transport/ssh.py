@@ -3,8 +3,9 @@
 One connection per host, so probes run in parallel from threads without paying for a
 handshake each. Commands go to one agent process on one session channel (see
 :mod:`driftwatch.transport.agent`); where it cannot start (no python3 on the target),
-every ``run`` opens its own session channel instead. paramiko, socket and OS errors are
-translated into :mod:`driftwatch.errors` here and nowhere else.
+every ``run`` opens its own session channel instead (:mod:`driftwatch.transport.channel`).
+paramiko, socket and OS errors are translated into :mod:`driftwatch.errors` here and
+nowhere else.
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ import itertools
 import logging
 import os
 import random
-import select
-import shlex
 import socket
 import sys
 import threading
@@ -29,8 +28,6 @@ import time
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 
 
 class _DeferredInvoke:
@@ -71,13 +68,12 @@ from driftwatch.transport.agent import AGENT_LIFETIME, DEFAULT_PYTHONS, Agent
 from driftwatch.transport.base import (
     CLIENT_GRACE,
     DEFAULT_MAX_OUTPUT,
-    KILL_AFTER,
     TIMEOUT_EXITS,
     CommandResult,
-    Survivor,
     interrupted_result,
 )
 from driftwatch.transport.bounded import BoundedBuffer
+from driftwatch.transport.channel import bounded_command, channel_stdin, output_buffer, pump, started, with_survivors
 
 DEFAULT_SSH_CONFIG = "~/.ssh/config"
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
@@ -91,11 +87,8 @@ RETRY_PAUSE = 0.05
 RETRY_PAUSE_CAP = 1.0
 # A longer ProxyJump chain is almost surely a loop in the ssh config (`Host *` + ProxyJump).
 MAX_JUMPS = 4
-_CHUNK = 65536
-# select() wakes on output and on close; these caps only bound how late we notice the rest
-# (exit status without close, window space for stdin, the deadline).
+# How late a wait for a free channel notices that the transport was closed.
 _IDLE_WAIT = 0.5
-_STDIN_WAIT = 0.02
 
 _ChannelErrors = (paramiko.SSHException, OSError, EOFError)
 
@@ -240,8 +233,11 @@ class SshTransport:
         try:
             remote_timeout = max(deadline - CLIENT_GRACE - time.monotonic(), 0.0)
             mark = os.urandom(8).hex()
-            result = self._run_channel(bounded_command(script, remote_timeout, mark), stdin, out, err, deadline)
-            return with_survivors(result, mark)
+            result = self._run_channel(
+                bounded_command(script, remote_timeout, mark), channel_stdin(stdin, mark),
+                output_buffer(max_output), err, deadline,
+            )
+            return with_survivors(started(result, mark, max_output, self.address), mark)
         finally:
             self._slots.release()
 
@@ -339,7 +335,7 @@ class SshTransport:
             agent.close()
 
     def _run_channel(
-        self, command: str, stdin: bytes | None, out: BoundedBuffer, err: BoundedBuffer, deadline: float
+        self, command: str, stdin: bytes, out: BoundedBuffer, err: BoundedBuffer, deadline: float
     ) -> CommandResult:
         clients = self._clients  # one read: close() may empty it from another thread
         transport = clients[0].get_transport() if clients else None
@@ -351,7 +347,7 @@ class SshTransport:
             return _failed(out, err, f"cannot open an SSH session on {self.address}: {_reason(exc)}")
         try:
             channel.exec_command(command)
-            if not _pump(channel, stdin, out, err, deadline):
+            if not pump(channel, stdin, out, err, deadline):
                 return CommandResult(
                     out.getvalue(), err.getvalue(), None, timed_out=True, truncated=out.truncated or err.truncated
                 )
@@ -376,68 +372,6 @@ class SshTransport:
             timed_out=code in TIMEOUT_EXITS,
             truncated=out.truncated or err.truncated,
         )
-
-
-def _pump(
-    channel: paramiko.Channel, stdin: bytes | None, out: BoundedBuffer, err: BoundedBuffer, deadline: float
-) -> bool:
-    """Feed stdin and drain output until the exit status; False when the deadline passed first.
-
-    stdin is sent in window-sized pieces between reads, never with a blocking sendall: a
-    command that writes a lot before reading its input would otherwise deadlock with us.
-    """
-    pending = stdin or b""
-    sent = 0
-    if not pending:
-        channel.shutdown_write()
-    # Data precedes exit-status on the wire, so once the status is in, all output is buffered.
-    while not (channel.exit_status_ready() and not channel.recv_ready() and not channel.recv_stderr_ready()):
-        if channel.recv_ready():
-            out.feed(channel.recv(_CHUNK))
-        if channel.recv_stderr_ready():
-            err.feed(channel.recv_stderr(_CHUNK))
-        if sent < len(pending) and channel.send_ready():
-            try:
-                sent += channel.send(pending[sent : sent + _CHUNK])
-            except OSError:  # the command closed its stdin or exited: the rest is not wanted
-                sent = len(pending)
-            if sent == len(pending):
-                with contextlib.suppress(*_ChannelErrors):
-                    channel.shutdown_write()
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return False
-        select.select([channel], [], [], min(left, _STDIN_WAIT if sent < len(pending) else _IDLE_WAIT))
-    return True
-
-
-@cache
-def _bounded_sh() -> str:
-    return (resources.files("driftwatch") / "transport" / "scripts" / "bounded.sh").read_text(encoding="utf-8")
-
-
-def bounded_command(script: str, timeout: float, mark: str) -> str:
-    """The command for a channel of its own: ``script`` under scripts/bounded.sh, which
-    stops all of it at the deadline and lists what outlives SIGKILL behind ``mark``. The
-    login shell may not be POSIX (fish, tcsh): it only runs ``exec sh -c``."""
-    seconds = max(1, int(timeout + 0.999))  # `timeout 0` would mean no deadline at all
-    words = ["exec", "sh", "-c", _bounded_sh(), "driftwatch", script, str(seconds), str(KILL_AFTER), mark]
-    return " ".join(shlex.quote(word) for word in words)
-
-
-def with_survivors(result: CommandResult, mark: str) -> CommandResult:
-    """Move bounded.sh's ``mark PID STATE NAME`` lines out of stderr into ``survivors``."""
-    prefix = mark.encode() + b" "
-    if prefix not in result.stderr:
-        return result
-    kept, survivors = [], []
-    for line in result.stderr.splitlines(keepends=True):
-        fields = line.rstrip(b"\n").split(b" ", 3)
-        if line.startswith(prefix) and len(fields) == 4 and fields[1].isdigit():
-            survivors.append(Survivor(int(fields[1]), fields[2].decode(errors="replace"), fields[3].decode(errors="replace")))
-        else:
-            kept.append(line)
-    return dataclasses.replace(result, stderr=b"".join(kept), survivors=tuple(survivors))
 
 
 def _resolved(value: Agent | None) -> Future[Agent | None]:

@@ -5,7 +5,9 @@ baseline's value — and the new value accepted. Against a later diff from the s
 baseline, a change with that identity and that new value is accepted (not drift); with
 another new value it counts again, marked "changed again since accepted"; after
 ``until`` it counts again, marked "acceptance expired". Nothing is ever extended
-silently. Pure: ``book`` reads and writes them, commands pass them in with ``now``.
+silently. An acceptance applies from the snapshot it accepted on (``since``): a diff
+of snapshots taken before it was made reads as it did then. Pure: ``book`` reads and
+writes them, commands pass them in with ``now``.
 """
 
 from __future__ import annotations
@@ -43,13 +45,25 @@ class Acceptance:
     until: datetime | None = None
     label: str = ""  # how reports named the item (a GPU by position and model)
     explanation: str = ""  # the change as it read when accepted, for --list
+    since: datetime | None = None  # when the snapshot it accepted was taken (None: made before this was kept)
 
     @classmethod
-    def of(cls, change: Change, *, reason: str, by: str, at: datetime, until: datetime | None) -> Acceptance:
+    def of(cls, change: Change, *, reason: str, by: str, at: datetime, until: datetime | None,
+           since: datetime | None = None) -> Acceptance:
         return cls(
             change.category, str(change.item), change.old, change.new, reason, by, at, until,
-            change.label, change.explanation,
+            change.label, change.explanation, since,
         )
+
+    def applies_to(self, taken_at: datetime) -> bool:
+        """Whether it was in effect for a snapshot taken then (from the snapshot it accepted on)."""
+        return self.since is None or taken_at >= self.since
+
+    def matches(self, change: Change) -> bool:
+        return self.key == identity(change.category, change.item, change.old) and canonical(self.new) == canonical(change.new)
+
+    def until_text(self) -> str:
+        return f"until {shown(self.until)}" if self.until else "never expiring"
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -76,17 +90,19 @@ class Acceptance:
             "reason": self.reason, "by": self.by, "at": self.at.isoformat(),
             "until": self.until.isoformat() if self.until else None,
             "label": self.label, "explanation": self.explanation,
+            "since": self.since.isoformat() if self.since else None,
         }
 
     @classmethod
     def from_json(cls, data: Any) -> Acceptance:
         """One stored entry; ValueError (or TypeError/KeyError) when it is not one."""
-        until = data.get("until")
+        until, since = data.get("until"), data.get("since")
         return cls(
             category=_text(data["category"]), item=_text(data["item"]), old=data.get("old"), new=data.get("new"),
             reason=_text(data["reason"]), by=_text(data["by"]), at=_time(data["at"]),
             until=_time(until) if until is not None else None,
             label=_text(data.get("label", "")), explanation=_text(data.get("explanation", "")),
+            since=_time(since) if since is not None else None,
         )
 
 
@@ -145,10 +161,12 @@ def select(changes: Iterable[Change], patterns: Sequence[str]) -> tuple[list[Cha
     return chosen, unmatched
 
 
-def merge(existing: Sequence[Acceptance], new: Sequence[Acceptance]) -> list[Acceptance]:
-    """``existing`` with each of ``new`` replacing what it accepted for the same identity."""
-    replaced = {a.key for a in new}
-    return [a for a in existing if a.key not in replaced] + list(new)
+def merge(existing: Sequence[Acceptance], new: Sequence[Acceptance]) -> tuple[list[Acceptance], list[tuple[Acceptance, Acceptance]]]:
+    """``existing`` with each of ``new`` replacing what it accepted for the same identity,
+    and the (old, new) pairs replaced, for the command to say."""
+    by_key = {a.key: a for a in new}
+    replaced = [(a, by_key[a.key]) for a in existing if a.key in by_key]
+    return [a for a in existing if a.key not in by_key] + list(new), replaced
 
 
 def revoke(existing: Sequence[Acceptance], patterns: Sequence[str]) -> tuple[list[Acceptance], list[Acceptance], list[str]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from driftwatch.store import SnapshotStore
 from driftwatch.triage.accept import Acceptance
@@ -32,8 +33,9 @@ class Book:
     def damaged(self) -> bool:
         return bool(self.problems)
 
-    def for_baseline(self, label: str) -> list[Acceptance]:
-        return list(self.baselines.get(label, []))
+    def for_baseline(self, label: str, taken_at: datetime | None = None) -> list[Acceptance]:
+        """Its acceptances against ``label``; with ``taken_at``, those in effect for a snapshot taken then."""
+        return [a for a in self.baselines.get(label, []) if taken_at is None or a.applies_to(taken_at)]
 
     def to_json(self) -> dict[str, object]:
         baselines = {label: [a.to_json() for a in entries] for label, entries in self.baselines.items() if entries}

@@ -5,6 +5,7 @@ and resumed when a later check is clean, but never when someone else drained it.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -72,6 +73,7 @@ def slurm_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slurm_conf: str)
         "FAIL_ON=high\nDEADLINE=30\n"
         f"export PATH={root}/bin:$PATH FAKE_NVIDIA_SMI_CAPTURE={H200}\n"
         f"export SLURM_CONF={tmp_path}/slurm/slurm.conf\n"  # a cluster's own is /etc/slurm/slurm.conf
+        f"export HOME={os.environ['HOME']}\n"  # the test's own: slurmd's would be root's (its profile, its caches)
     )
     runs = root / "runs"
     logs = tmp_path / "slurm" / "log"  # the failure message shows the recipe's log with slurm's

@@ -56,7 +56,7 @@ def test_the_error_names_its_cause_and_the_symptom_heads_the_report() -> None:
     assert causes[0].item == "nvidia-nvjitlink-cu12", [c.explanation for c in causes[:3]]
     assert causes[0].explanation.endswith("the new error names nvjitlink")
     assert result.summary["most_likely_cause"] == causes[0].cause
-    assert result.summary["symptom"].startswith("new other error in /data/logs/server.log: ImportError: ")
+    assert result.summary["symptom"].startswith("new other error: ImportError: ")
     assert result.summary["symptom"].endswith("undefined symbol: __nvJitLinkComplete_12_4, version libnvJitLink.so.12")
     top = headline(result)
     assert top.startswith("new ") and "; most likely cause: nvidia-nvjitlink-cu12 12.8.93 → 12.1.105" in top

@@ -42,6 +42,17 @@ MESSAGES = [
      "engine-start", "engine_failed_to_start"),
     ("Scheduler hit an exception: Traceback (most recent call last):", "engine-start", "startup_exception"),
     ("WorkerProc hit an exception: %s", "engine-start", "startup_exception"),
+    # sgl-project/sglang#9329; a worker that names its rank (logger.error("Worker %d hit an exception: %s")).
+    ("DetokenizerManager hit an exception: Traceback (most recent call last):", "engine-start", "startup_exception"),
+    ("Worker 3 hit an exception: Traceback (most recent call last):", "engine-start", "startup_exception"),
+    ("EngineCore encountered a fatal error.", "engine-start", "startup_exception"),  # vllm-project/vllm#17276
+    ("misc/shmutils.cc:71 NCCL WARN Error: failed to extend /dev/shm/nccl-fjwOOB to 5967876 bytes", "nccl", "nccl_shm"),
+    ("include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device", "nccl", "nccl_shm"),
+    ("proxy.cc:1326 NCCL WARN Socket recv failed", "nccl", "nccl_warn"),  # pytorch/ci-infra#490
+    (("triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 98304, Hardware limit: "
+      "65536. Reducing block sizes or `num_stages` may help."), "other", "triton_out_of_resources"),
+    ("ERROR worker.py:399 -- Unhandled error (suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'): ray::raise_error()",
+     "other", "ray_unhandled_error"),
     ("Exception in worker VllmWorkerProcess while processing method load_model.", "engine-start", "startup_exception"),
     ("Received sigquit from a child process. It usually means the child failed.", "engine-start", "child_failed"),
     ("Worker proc VllmWorker-0 died unexpectedly, shutting down executor.", "engine-start", "child_failed"),

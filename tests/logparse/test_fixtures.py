@@ -205,6 +205,41 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "memory": {"TP0": {"dist_init_mem_gb": 1.01}, "TP1": {"dist_init_mem_gb": 1.01}},
     },
     "sglang-untagged-init.log": {"memory": {"main": {"dist_init_mem_gb": 0.0, "avail_mem_before_load_gb": 46.81}}},
+    # NCCL's own WARN lines: /dev/shm too small for its shared-memory transport (a container's 64 MB).
+    # The segments' random names are one name, so one failure on many ranks is one error.
+    "nccl-tests-shm-extend-failed.log": {
+        "kind": None, "errors": [("nccl", "nccl_shm"), ("nccl", "nccl_shm")],
+        "mentions": {"NCCL WARN Error: failed to extend /dev/shm/nccl-XXXXXX to 5967876 bytes":
+                     {"paths": ["/dev/shm/nccl-XXXXXX"]}},
+    },
+    "nccl-shm-no-space-ci.log": {"kind": None, "errors": [("nccl", "nccl_shm"), ("nccl", "nccl_shm")]},
+    "nccl-posix-fallocate.log": {"kind": None, "errors": [("nccl", "nccl_shm")]},
+    "vllm-ray-worker-nccl-shm.log": {"kind": "vllm", "errors": [("nccl", "nccl_shm"), ("nccl", "nccl_shm")]},
+    "triton-out-of-resources-shared-memory.log": {
+        "errors": [("other", "triton_out_of_resources")],
+        "mentions": {"triton.runtime.errors.OutOfResources: out of resource: shared memory,": {
+            "modules": ["triton.runtime.jit", "triton.compiler.compiler"],
+            "paths": ["/home/lucaskabela/.conda/envs/helion/lib/python3.12/site-packages/triton/compiler/compiler.py"],
+            "errors": ["triton.runtime.errors.OutOfResources"]}},
+    },
+    "ray-unhandled-error.log": {
+        "errors": [("other", "ray_unhandled_error"), ("other", "exception")],
+        "mentions": {"Unhandled error (suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'): ray::raise_error() "
+                     "(pid=55178, ip=127.0.0.1)": {"env": ["RAY_IGNORE_UNHANDLED_ERRORS"]}},
+    },
+    "sglang-detokenizer-hit-exception.log": {"kind": "sglang", "errors": [("engine-start", "startup_exception")]},
+    # The error points at its cause: both libraries, the symbol and its version, torch's frame.
+    "torch-undefined-symbol-nvjitlink.log": {
+        "errors": [("other", "exception")],
+        "mentions": {
+            "ImportError: /home/dp/anaconda3/envs/ComfyUI/lib/python3.11/site-packages/torch/lib/../../nvidia/cusparse/"
+            "lib/libcusparse.so.12: undefined symbol: __nvJitLinkComplete_12_4, version libnvJitLink.so.12": {
+                "libraries": ["libcusparse.so.12", "libnvJitLink.so.12"], "symbols": ["__nvJitLinkComplete_12_4"],
+                "modules": ["torch"], "errors": ["ImportError"],
+                "paths": ["/home/dp/anaconda3/envs/ComfyUI/lib/python3.11/site-packages/torch/__init__.py",
+                          "/home/dp/anaconda3/envs/ComfyUI/lib/python3.11/site-packages/nvidia/cusparse/lib/"
+                          "libcusparse.so.12"]}},
+    },
 }  # fmt: skip
 
 
@@ -213,6 +248,9 @@ def check(facts: dict[str, Any], expected: dict[str, Any]) -> None:
         if key == "errors":
             got = sorted((e["kind"], e["detail"]) for e in facts["errors"])
             assert got == sorted(want), got
+        elif key == "mentions":  # error message -> what it names
+            by_message = {e["message"]: e["mentions"] for e in facts["errors"]}
+            assert {message: by_message.get(message) for message in want} == want
         elif key == "memory":
             for rank, values in want.items():
                 assert {k: facts["memory"][rank].get(k) for k in values} == values, rank

@@ -302,7 +302,11 @@ def test_seed_incident_bad_run_on_every_rank() -> None:
     facts = detect_and_parse(seed_log(0.55, fails=True))
     assert facts["key_args"]["mem_fraction_static"] == 0.55 and facts["ready"] is False
     every_rank = [f"TP{rank}" for rank in range(8)]
-    assert facts["errors"] == [  # the likely cause first
+    # What the error names: the module its traceback went through, that file, the exception.
+    assert facts["errors"][0]["mentions"] == {
+        "modules": ["sglang.srt.managers.scheduler"], "errors": ["RuntimeError"],
+        "paths": ["/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/scheduler.py"]}
+    assert [{k: v for k, v in e.items() if k != "mentions"} for e in facts["errors"]] == [  # the likely cause first
         {"kind": "kv-budget", "detail": "not_enough_memory", "count": 8, "ranks": every_rank,
          "message": "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."},
         {"kind": "engine-start", "detail": "startup_exception", "count": 8, "ranks": every_rank,

@@ -90,7 +90,8 @@ def test_v1_no_memory_for_cache_blocks() -> None:
     facts = parse_vllm_log(V1_NO_MEMORY)
     assert facts["gpu_memory_utilization"] == 0.3 and facts["ready"] is False
     assert facts["memory"]["DP0"]["available_kv_cache_gib"] == -0.3
-    assert facts["errors"] == [  # the likely causes first, in log order; then "failed to start"
+    assert facts["errors"][1]["mentions"]["modules"] == ["vllm.v1.core.kv_cache_utils"]
+    assert [{k: v for k, v in e.items() if k != "mentions"} for e in facts["errors"]] == [  # the likely causes first
         {"kind": "kv-budget", "detail": "negative_kv_memory", "count": 1, "ranks": ["DP0"],
          "message": "Available KV cache memory: -0.3 GiB"},
         {"kind": "kv-budget", "detail": "no_kv_memory", "count": 1, "ranks": ["DP0"],

@@ -265,3 +265,26 @@ def test_layout_by_the_shape_of_the_path(path: str, layout: str | None) -> None:
 )
 def test_owner_where_the_layout_says_it(layout: str, entry: str, owner: dict[str, Any] | None) -> None:
     assert owner_of(layout_of(layout), entry) == owner
+
+
+def test_vllm_compile_cache_key_factors_are_read_and_bounded(tmp_path: Path) -> None:
+    from driftwatch.settings import WatchSettings
+    from driftwatch.transport.local import LocalTransport
+
+    root = tmp_path / ".cache" / "vllm"
+    good = root / "torch_compile_cache" / "3fbdd5227b" / "rank_0_0" / "backbone"
+    bad = root / "torch_compile_cache" / "978868eca3" / "rank_0_0" / "backbone"
+    good.mkdir(parents=True)
+    bad.mkdir(parents=True)
+    (good / "cache_key_factors.json").write_text(json.dumps(
+        {"env": {"VLLM_USE_V1": "True", "VLLM_API_KEY": "sk-live-123"}, "config_hash": "84b7dc96bd",
+         "code_hash": "1ae1", "compiler_hash": "a92d"}))
+    (bad / "cache_key_factors.json").write_text("{not json")
+    ctx = ProbeContext(transport=LocalTransport(), watch=WatchSettings(caches=[str(root)], processes=[]))
+    facts = CachesProbe().collect(ctx)
+    keys = facts["caches"][str(root)]["entries"]["torch_compile_cache"]["keys"]
+    key = keys["torch_compile_cache/3fbdd5227b/rank_0_0/backbone/cache_key_factors.json"]
+    assert key["config_hash"] == "84b7dc96bd" and key["env"]["VLLM_USE_V1"] == "True"
+    assert key["env"]["VLLM_API_KEY"] == "<redacted>"  # a key file is an environment like any other
+    broken = keys["torch_compile_cache/978868eca3/rank_0_0/backbone/cache_key_factors.json"]
+    assert broken["error"].startswith("JSONDecodeError") and broken["env"] == {}

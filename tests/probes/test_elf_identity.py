@@ -38,14 +38,14 @@ ELF = load()
 
 
 def identity(data: bytes) -> dict[str, str | None]:
-    result: dict[str, str | None] = ELF.elf_identity(io.BytesIO(data))
-    return result
+    """Who the file is (build-id, SONAME); its dependencies are tested below."""
+    result = ELF.elf_identity(io.BytesIO(data))
+    return {"build_id": result["build_id"], "soname": result["soname"]}
 
 
 def test_compiled_library_build_id_and_soname(tmp_path: Path) -> None:
     lib = build_library(tmp_path / "libnccl.so.2.28.9", BUILD_ID, soname="libnccl.so.2")
-    with open(lib, "rb") as handle:
-        assert ELF.elf_identity(handle) == {"build_id": BUILD_ID, "soname": "libnccl.so.2"}
+    assert identity(lib.read_bytes()) == {"build_id": BUILD_ID, "soname": "libnccl.so.2"}
     if shutil.which("readelf"):  # the same identity binutils reads
         notes = subprocess.run(["readelf", "-n", str(lib)], capture_output=True, text=True, check=True).stdout
         assert f"Build ID: {BUILD_ID}" in notes
@@ -118,3 +118,16 @@ def test_garbage_after_an_elf_magic_never_crashes(garbage: bytes, klass: bytes) 
     except ELF.ElfError:
         return
     assert set(result) == {"build_id", "soname"}
+
+
+def test_what_the_loader_reads_to_find_dependencies(tmp_path: Path) -> None:
+    """DT_NEEDED, DT_RUNPATH and DT_RPATH as the linker writes them (readelf -d shows the same)."""
+    jit = build_library(tmp_path / "nvjitlink" / "lib" / "libnvJitLink.so.12", "0a", soname="libnvJitLink.so.12")
+    sparse = build_library(tmp_path / "cusparse" / "lib" / "libcusparse.so.12", "0b", soname="libcusparse.so.12",
+                           link=[jit], runpath="$ORIGIN/../../nvjitlink/lib")
+    old = build_library(tmp_path / "old" / "libcusparse.so.11", "0c", link=[jit], rpath="/usr/local/cuda/lib64")
+    dynamic = ELF.elf_identity(io.BytesIO(sparse.read_bytes()))["dynamic"]
+    assert dynamic["needed"][0] == "libnvJitLink.so.12" and "libc.so.6" in dynamic["needed"]
+    assert (dynamic["runpath"], dynamic["rpath"]) == ("$ORIGIN/../../nvjitlink/lib", None)
+    dynamic = ELF.elf_identity(io.BytesIO(old.read_bytes()))["dynamic"]
+    assert (dynamic["runpath"], dynamic["rpath"]) == (None, "/usr/local/cuda/lib64")

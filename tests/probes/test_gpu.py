@@ -19,8 +19,11 @@ from driftwatch.collect import run_probe
 from driftwatch.model import ProbeStatus
 from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeTimeout
 from driftwatch.probes.gpu import (
+    CLOCK_FIELDS,
+    CLOCK_REASONS,
     GpuProbe,
     clean_topology,
+    clock_reasons,
     parse_compute_apps_csv,
     parse_driver_cuda_version,
     parse_query_gpu_csv,
@@ -124,10 +127,15 @@ GPU_KEYS = {
     "memory_free_mib", "persistence_mode", "mig_mode", "ecc_mode", "ecc_uncorrected_volatile",
     "ecc_corrected_volatile", "retired_pages_pending", "remapped_rows_pending", "remapped_rows_failure",
     "pcie_gen", "pcie_width", "pcie_gen_max", "pcie_width_max", "compute_cap", "power_limit_w", "volatile",
+    "power_enforced_limit_w", "power_default_limit_w", "power_max_limit_w", "app_clock_graphics_mhz",
+    "app_clock_memory_mhz", "default_app_clock_graphics_mhz", "default_app_clock_memory_mhz",
+    "max_clock_sm_mhz", "max_clock_memory_mhz",
 }
 VOLATILE_KEYS = {
     "temperature_c", "power_draw_w", "sm_clock_mhz", "utilization_gpu_pct", "utilization_memory_pct",
+    "pstate", "clock_event_reasons",
 }
+TOP_KEYS = {"driver_version", "cuda_version", "gpus", "processes", "topology", "clocks_error", "clock_reasons_error"}
 NO_VALUE = {"[N/A]", "[Not Supported]", "[Requested functionality has been deprecated]", ""}
 
 
@@ -271,7 +279,7 @@ def test_probe_facts(capture: str, phase: str, fake_smi: Path, monkeypatch: pyte
     facts = collect(capture, monkeypatch, phase=phase)
     want = EXPECTED[capture]
 
-    assert set(facts) == {"driver_version", "cuda_version", "gpus", "processes", "topology"}
+    assert set(facts) == TOP_KEYS and facts["clocks_error"] is None and facts["clock_reasons_error"] is None
     assert (facts["driver_version"], facts["cuda_version"]) == (want.driver, want.cuda)
     gpu = facts["gpus"][UUID]
     assert set(gpu) == GPU_KEYS and set(gpu["volatile"]) == VOLATILE_KEYS
@@ -286,8 +294,10 @@ def test_probe_facts(capture: str, phase: str, fake_smi: Path, monkeypatch: pyte
     processes = {p["pid"]: (p["name"], p["used_mib"]) for p in facts["processes"].values()}
     assert processes == want.processes[phase]
     assert "\x1b" not in facts["topology"] and facts["topology"].startswith("\tGPU0\tCPU Affinity")
-    # One script: one call each for version, GPUs, processes and topology; no retry.
-    assert len(calls(fake_smi)) == 4
+    assert gpu["power_default_limit_w"] == want.power_limit_w  # every capture runs at its default
+    assert isinstance(gpu["volatile"]["clock_event_reasons"], dict)
+    # One script: one call each for version, GPUs, power and clocks, processes and topology; no retry.
+    assert len(calls(fake_smi)) == 5
 
 
 def test_probe_h200_exact_facts(fake_smi: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -301,8 +311,14 @@ def test_probe_h200_exact_facts(fake_smi: Path, monkeypatch: pytest.MonkeyPatch)
         "retired_pages_pending": None, "remapped_rows_pending": "No", "remapped_rows_failure": "No",
         "pcie_gen": 5, "pcie_width": 16, "pcie_gen_max": 5, "pcie_width_max": 16,
         "compute_cap": "9.0", "power_limit_w": 700.0,
+        "power_enforced_limit_w": 700.0, "power_default_limit_w": 700.0, "power_max_limit_w": 700.0,
+        # Hopper's driver 590: "[Requested functionality has been deprecated]".
+        "app_clock_graphics_mhz": None, "app_clock_memory_mhz": None,
+        "default_app_clock_graphics_mhz": None, "default_app_clock_memory_mhz": None,
+        "max_clock_sm_mhz": 1980, "max_clock_memory_mhz": 3201,
         "volatile": {"temperature_c": 52, "power_draw_w": 627.4, "sm_clock_mhz": 1980,
-                     "utilization_gpu_pct": 100, "utilization_memory_pct": 7},
+                     "utilization_gpu_pct": 100, "utilization_memory_pct": 7, "pstate": "P0",
+                     "clock_event_reasons": {name: False for name, _ in CLOCK_REASONS}},
     }}
     assert facts["processes"][f"{UUID}:10309"] == {
         "gpu_uuid": UUID, "pid": 10309, "name": "./gpu_burn", "used_mib": 28234,
@@ -324,7 +340,7 @@ def test_older_driver_falls_back_with_one_retry(fake_smi: Path, monkeypatch: pyt
     assert gpu["compute_cap"] is None and gpu["memory_reserved_mib"] is None and gpu["mig_mode"] is None
     assert gpu["memory_total_mib"] == 81559 and gpu["name"] == "NVIDIA H100 80GB HBM3"
     assert gpu["volatile"]["temperature_c"] == 41
-    queries = [c for c in calls(fake_smi) if c.startswith("--query-gpu=")]
+    queries = [c for c in calls(fake_smi) if c.startswith("--query-gpu=") and "power.default_limit" not in c]
     assert len(queries) == 2 and "compute_cap" in queries[0] and "compute_cap" not in queries[1]
 
 
@@ -390,3 +406,72 @@ def test_a_failing_nvidia_smi_keeps_its_whole_message() -> None:
         facts_from_blocks({"query-gpu": Block(rc=18, args=[], lines=lines)})
     assert str(failed.value) == ("nvidia-smi --query-gpu failed: Failed to initialize NVML: Driver/library version "
                                  "mismatch / NVML library version: 580.178")
+
+
+# --- power limits, clocks and clock event reasons ---------------------------------------
+
+
+@pytest.mark.parametrize("phase", PHASES)
+@pytest.mark.parametrize("capture", CAPTURE_NAMES)
+def test_clock_reasons_decode_as_nvidia_smi_names_them(capture: str, phase: str) -> None:
+    """The reasons read from the two bitmasks agree with nvidia-smi's own per-reason columns
+    ("Active" / "Not Active") in the same row of every capture."""
+    command, body = section(capture, phase, "query-gpu")
+    row = parse_query_gpu_csv(body, queried_fields(command))[UUID]
+    reasons = clock_reasons(row)
+    assert reasons is not None
+    named = {name: row[f"clocks_event_reasons.{name}"] for name, _ in CLOCK_REASONS
+             if f"clocks_event_reasons.{name}" in row}
+    assert len(named) >= 8
+    assert {name: reasons[name] for name in named} == {name: cell == "Active" for name, cell in named.items()}
+    assert all(clock.query in row for clock in CLOCK_FIELDS)
+
+
+def test_clock_reasons_the_gpu_does_not_support_are_unknown() -> None:
+    row = {"clocks_throttle_reasons.supported": "0x000000000000000F", "clocks_throttle_reasons.active": "0x4"}
+    reasons = clock_reasons(row)
+    assert reasons is not None and reasons["sw_power_cap"] is True and reasons["gpu_idle"] is False
+    assert reasons["hw_power_brake_slowdown"] is None and reasons["sync_boost"] is None
+    assert clock_reasons({"clocks_event_reasons.active": "0x4"}) is None  # no supported mask: unknown
+    assert clock_reasons({"clocks_event_reasons.supported": "[N/A]", "clocks_event_reasons.active": "0x0"}) is None
+
+
+def test_idle_geforce_capture_reports_its_sw_power_cap(fake_smi: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    facts = collect("linux-x86_64__nvidia-geforce-rtx-2080-super__595.71.05.txt", monkeypatch)
+    gpu = facts["gpus"][UUID]
+    assert (gpu["power_limit_w"], gpu["power_default_limit_w"], gpu["power_max_limit_w"]) == (250.0, 250.0, 350.0)
+    assert gpu["volatile"]["pstate"] == "P8"
+    reasons = gpu["volatile"]["clock_event_reasons"]
+    assert [name for name, on in reasons.items() if on] == ["sw_power_cap"]
+
+
+def test_driver_without_clocks_event_reasons_uses_the_throttle_names(
+    fake_smi: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before R535 the bitmasks were only clocks_throttle_reasons.*.
+    facts = collect("linux-x86_64__nvidia-geforce-rtx-2080-super__595.71.05.txt", monkeypatch,
+                    reject="clocks_event_reasons.supported")
+    assert facts["clock_reasons_error"] is None
+    assert facts["gpus"][UUID]["volatile"]["clock_event_reasons"]["sw_power_cap"] is True
+    clocks = [c for c in calls(fake_smi) if "power.default_limit" in c]
+    assert len(clocks) == 2 and "clocks_throttle_reasons.active" in clocks[1]
+
+
+def test_driver_without_any_reason_fields_keeps_its_power_limits(
+    fake_smi: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    facts = collect("linux-x86_64__nvidia-h200__590.48.01.txt", monkeypatch,
+                    reject="clocks_event_reasons.supported,clocks_throttle_reasons.supported")
+    gpu = facts["gpus"][UUID]
+    assert gpu["volatile"]["clock_event_reasons"] is None  # unknown, never "not active"
+    assert "neither clocks_event_reasons nor clocks_throttle_reasons" in facts["clock_reasons_error"]
+    assert gpu["power_default_limit_w"] == 700.0 and facts["clocks_error"] is None
+    assert len([c for c in calls(fake_smi) if "power.default_limit" in c]) == 3
+
+
+def test_failed_power_query_is_unknown_not_off(fake_smi: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    facts = collect("linux-x86_64__nvidia-h200__590.48.01.txt", monkeypatch, reject="power.default_limit")
+    gpu = facts["gpus"][UUID]
+    assert 'Field "power.default_limit" is not a valid field' in facts["clocks_error"]
+    assert gpu["power_default_limit_w"] is None and gpu["volatile"]["clock_event_reasons"] is None
+    assert gpu["power_limit_w"] == 700.0 and gpu["name"] == "NVIDIA H200"  # the GPU query is whole

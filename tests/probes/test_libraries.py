@@ -21,7 +21,7 @@ import pytest
 from driftwatch.collect import run_probe
 from driftwatch.model import ProbeStatus
 from driftwatch.probes.base import ProbeContext, load_script
-from driftwatch.probes.libraries import MAX_HASH_BYTES, LibrariesProbe
+from driftwatch.probes.libraries import MAX_HASH_BYTES, PRELUDES, LibrariesProbe
 from driftwatch.settings import WatchSettings
 from driftwatch.transport.local import LocalTransport
 from tests.elfs import build_library
@@ -253,7 +253,7 @@ def test_no_process_patterns_means_no_servers_and_no_error(tmp_path: Path) -> No
 
 
 def run_collector(request: dict[str, Any], python: str = sys.executable) -> dict[str, Any]:
-    code = load_script("elf_identity.py") + "\n\n" + load_script("libraries_collect.py")
+    code = "\n\n".join(load_script(name) for name in (*PRELUDES, "libraries_collect.py"))
     run = subprocess.run([python, "-I", "-S", "-c", code], input=json.dumps(request).encode(),
                          capture_output=True, check=True, timeout=30)
     result: dict[str, Any] = json.loads(run.stdout)
@@ -299,3 +299,20 @@ def test_the_collector_runs_on_old_pythons(tmp_path: Path, old_python: str) -> N
     assert outputs[0] == outputs[1]
     assert outputs[0]["files"][str(tmp_path / "sys" / "libnccl.so.2.28.9")]["build_id"] == BUILD_A
     assert list(outputs[0]["integrity"]["p"]["modified"]) == [str(site_packages(tmp_path / "venv") / "torch" / "version.py")]
+
+
+def test_entries_from_before_the_loader_facts_are_read_again_once() -> None:
+    """A library cached without its DT_NEEDED/RUNPATH would leave the loader model blind to it
+    for as long as the file does not change: such entries are not reused."""
+    from driftwatch.probes.libraries import cache_from
+
+    vol = {"mtime_ns": 1, "ctime_ns": 2, "inode": 3}
+    previous = {"files": {
+        "/old.so": {"size": 10, "build_id": "ab", "soname": "libold.so.1", "error": None, "volatile": vol},
+        "/new.so": {"size": 10, "build_id": "cd", "soname": None, "error": None, "dynamic": {"needed": ["libc.so.6"]},
+                    "volatile": vol},
+        "/text.so": {"size": 10, "build_id": None, "soname": None, "error": "not an ELF file", "volatile": vol},
+    }}
+    cache = cache_from(previous)
+    assert sorted(cache) == ["/new.so", "/text.so"]
+    assert cache["/new.so"][7] == {"needed": ["libc.so.6"]}

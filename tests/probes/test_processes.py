@@ -209,6 +209,17 @@ def test_forked_worker_with_the_same_command_line_is_not_recorded(servers: Serve
     assert [s["volatile"]["pid"] for s in facts["servers"].values()] == [proc.pid]
 
 
+def test_the_servers_workers_are_recorded_by_pid(servers: Servers) -> None:
+    # A rank nvidia-smi lists is the server's when it is its descendant, whatever it is called.
+    proc = servers.start("--port", "30001", child=True)
+    [server] = record(servers).facts["servers"].values()
+    workers = [int(p) for p in subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()]
+    assert workers and server["volatile"]["descendants"] == sorted(workers)
+    alone = servers.start("--port", "30002")
+    keyed = record(servers).facts["servers"]
+    assert [s["volatile"]["descendants"] for s in keyed.values() if s["volatile"]["pid"] == alone.pid] == [[]]
+
+
 def test_second_server_on_another_port_gets_another_key(servers: Servers) -> None:
     first = servers.start("--port", "30001")
     second = servers.start("--port=30002")

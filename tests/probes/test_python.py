@@ -359,3 +359,33 @@ def test_collector_survives_undecodable_paths(tmp_path: Path) -> None:
     entry = parse_python_report(out.stdout.decode("utf-8", "replace"))
     assert entry["distributions"]["cafe"]["version"] == "1.0"
     assert entry["distributions"]["cafe"]["location"] == str(tmp_path) + "/caf\ufffd"
+
+
+def test_how_imports_resolve_pythonpath_copy_pth_code_and_user_site(tmp_path: Path) -> None:
+    """The collector in a real venv: a torch without metadata on PYTHONPATH is what `import torch`
+    finds, a .pth line that imports is recorded (a path-only .pth is not), and the user site of a
+    venv without system site packages is off."""
+    import os
+    import subprocess
+
+    from driftwatch.probes.base import collector_script
+    from driftwatch.probes.python import parse_python_report
+    from tests.venvs import make_gpu_venv, site_packages
+
+    python = make_gpu_venv(tmp_path / "venv")
+    site = site_packages(tmp_path / "venv")
+    (site / "zz_hook.pth").write_text("import os; os.environ.setdefault('HOOKED', '1')\n/opt/extra\n")
+    (site / "plain.pth").write_text("/opt/only-a-path\n")
+    stale = tmp_path / "src-torch"
+    (stale / "torch").mkdir(parents=True)
+    (stale / "torch" / "__init__.py").write_text("")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin"), "HOME": str(tmp_path / "home"), "PYTHONPATH": str(stale)}
+    out = subprocess.run([str(python), "-"], input=collector_script("python_collect.py").encode(), env=env,
+                         capture_output=True, check=True).stdout.decode()
+    resolution = parse_python_report(out)["resolution"]
+    assert resolution["pythonpath"] == str(stale)
+    assert resolution["imports"]["torch"] == {"module": "torch", "location": str(stale)}
+    assert resolution["pth"] == {str(site / "zz_hook.pth"): {
+        "imports": ["import os; os.environ.setdefault('HOOKED', '1')"], "error": None}}
+    assert resolution["user_site"]["enabled"] is False and resolution["user_site"]["on_path"] is False
+    assert resolution["venv"]["include_system_site_packages"] is False

@@ -19,11 +19,12 @@ VLLM = ("vllm", "serve", "/models/Llama-3.1-70B")
 __all__ = ["baseline", "dists", "make_snapshot"]
 
 
-def server(*argv: str, env: dict[str, str] | None = None, pid: int = 4242) -> dict[str, Any]:
+def server(*argv: str, env: dict[str, str] | None = None, pid: int = 4242,
+           workers: tuple[int, ...] = (4250, 4251)) -> dict[str, Any]:
     launch = parse_launch_args(list(argv))
     return {"kind": launch["kind"], "entry": launch["entry"], "model": launch["model"], "argv": list(argv),
             "args": launch["args"], "cwd": "/root", "exe": "/usr/bin/python3.12", "env": env if env is not None else {},
-            "libraries": [], "volatile": {"pid": pid, "ppid": 1, "start_time": 1771495200.0}}
+            "libraries": [], "volatile": {"pid": pid, "ppid": 1, "start_time": 1771495200.0, "descendants": list(workers)}}
 
 
 def processes(*servers: dict[str, Any], login: dict[str, str] | None = None) -> dict[str, Any]:

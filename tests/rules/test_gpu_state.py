@@ -73,14 +73,28 @@ def test_another_process_holding_memory_on_the_servers_gpu() -> None:
     assert finding.severity is Severity.high and not finding.observed
     assert finding.why.startswith("pid 10291 (/root/tools/memhog) holds 22.0 GiB on GPU 0 (H200, 00000000:83:00.0)")
     assert finding.subjects == (("gpu-process", f"{GPU0}:10291"), ("gpu", GPU0))
-    # The server's own ranks (python processes) and GPUs it does not use are no evidence.
-    own = holder(with_server(baseline(), *SGLANG, "--tp", "2"), "python3", 60000)
-    assert found("other-process-on-server-gpu", make_snapshot(**own)) == []
+    # The server's own ranks (its worker pids, whatever their names) and GPUs it does not use are no evidence.
+    for pid, name in ((4250, "sglang::scheduler_TP0"), (4242, "python3"), (4251, "/opt/foreign-name")):
+        own = holder(with_server(baseline(), *SGLANG, "--tp", "2"), name, 60000, pid=pid)
+        assert found("other-process-on-server-gpu", make_snapshot(**own)) == []
     elsewhere = holder(with_server(baseline(), *SGLANG, "--tp", "1"), "/root/tools/memhog", 22528, uuid=GPU1)
     assert found("other-process-on-server-gpu", make_snapshot(**elsewhere)) == []
     unlisted = with_server(baseline(), *SGLANG)
     unlisted["gpu"]["processes"] = None
     assert "could not list" in not_run("other-process-on-server-gpu", make_snapshot(**unlisted))
+
+
+def test_a_python_job_that_is_not_the_server_is_another_process() -> None:
+    # Most foreign GPU jobs are Python: a training script, a notebook, another server's rank.
+    for name in ("python3", "/usr/bin/python", "python -m sglang.launch_server", "ray::IDLE", "torchrun"):
+        facts = holder(with_server(baseline(), *SGLANG, "--tp", "2"), name, 22528, pid=31337)
+        [finding] = found("other-process-on-server-gpu", make_snapshot(**facts))
+        assert finding.why.startswith(f"pid 31337 ({name}) holds 22.0 GiB on GPU 0")
+    # A snapshot that does not record the server's workers cannot tell them apart: it says nothing.
+    old = holder(with_server(baseline(), *SGLANG, "--tp", "2"), "python3", 22528, pid=31337)
+    for server_facts in old["processes"]["servers"].values():
+        del server_facts["volatile"]["descendants"]
+    assert "worker processes" in not_run("other-process-on-server-gpu", make_snapshot(**old))
 
 
 def test_the_log_showing_the_failure_makes_it_observed() -> None:

@@ -93,3 +93,21 @@ def test_without_versions_the_rule_says_nothing() -> None:
     facts["python"]["interpreters"]["python3"] = {"error": "timed out"}
     facts["cuda"]["nccl"] = {"distributions": {}, "system": {}}
     assert "no installed versions" in not_run(RULE, make_snapshot(**facts))
+
+
+def torch_with_cudnn(torch: str, cudnn: str | None) -> dict[str, Any]:
+    facts = baseline()
+    dists(facts)["torch"]["version"] = torch
+    if cudnn is not None:
+        dists(facts)["nvidia-cudnn-cu12"] = dist("nvidia-cudnn-cu12", cudnn)
+    return facts
+
+
+def test_torch_2_9_conv3d_moves_off_cudnn_unless_cudnn_9_15() -> None:
+    # pytorch/pytorch#166643: 2.9.0 disables cuDNN for bf16 conv3d; 2.9.1 re-enables it with cuDNN >= 9.15.
+    [finding] = problems(make_snapshot(**torch_with_cudnn("2.9.0+cu128", "9.10.2.21")))
+    assert "conv3d" in finding.why and finding.reference == "https://github.com/pytorch/pytorch/issues/166643"
+    [pinned] = problems(make_snapshot(**torch_with_cudnn("2.9.1+cu128", "9.10.2.21")))
+    assert "with the cuDNN it pins (9.10)" in pinned.why and ("package", "torch") in pinned.subjects
+    assert problems(make_snapshot(**torch_with_cudnn("2.9.1+cu128", "9.15.1.9"))) == []
+    assert problems(make_snapshot(**torch_with_cudnn("2.8.0+cu128", "9.10.2.21"))) == []

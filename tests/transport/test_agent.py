@@ -93,10 +93,10 @@ class LocalAgent:
 
 @pytest.fixture(params=_interpreters())
 def agent(request: pytest.FixtureRequest) -> Iterator[LocalAgent]:
-    local = LocalAgent(request.param)
+    local = LocalAgent(request.param, "900", "n0nce")  # as the client starts it: lifetime, nonce
     try:
         hello = local.read()
-        assert hello == {"hello": 1, "pid": local.proc.pid}
+        assert hello == {"hello": 1, "pid": local.proc.pid, "nonce": "n0nce"}
         yield local
     finally:
         local.close()
@@ -361,13 +361,18 @@ def fake_agent(tmp_path: Path, body: str) -> str:
         + body
     )
     wrapper = script.with_suffix("")
-    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {script}\n")
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} {script} "$@"\n')  # the nonce is the last argument
     wrapper.chmod(0o755)
     return str(wrapper)
 
 
-HELLO = "say({'hello': 1, 'pid': 1})\n"
-FIRST_ID = "request = json.loads(sys.stdin.readline()); rid = request['id']\n"
+HELLO = "say({'hello': 1, 'pid': 1, 'nonce': sys.argv[-1]})\n"
+# The client sends blank lines ahead of its requests (for a profile that reads stdin).
+FIRST_ID = (
+    "line = sys.stdin.readline()\n"
+    "while not line.strip(): line = sys.stdin.readline()\n"
+    "request = json.loads(line); rid = request['id']\n"
+)
 STAY = "sys.stdin.read()\n"  # until the client closes the channel
 
 

@@ -24,7 +24,7 @@ from driftwatch.probes.gpu import GpuProbe
 from driftwatch.transport import CommandResult, Survivor, Transport
 from driftwatch.transport.base import KILL_AFTER
 from driftwatch.transport.local import LocalTransport
-from driftwatch.transport.ssh import _bounded_sh, with_survivors
+from driftwatch.transport.channel import _bounded_sh, with_survivors
 from tests.sshd import DEFAULT_CAPTURE, FAKE_NVIDIA_SMI, Sshd, find_sshd, start_sshd
 from tests.transport import kill_all, path_without, pids_matching, sleep_marker, wait_gone
 from tests.transport.test_agent import STAY, fake_agent

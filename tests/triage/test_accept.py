@@ -68,8 +68,9 @@ def test_select_takes_the_drift_but_a_failed_probe_only_by_name() -> None:
 def test_accepting_again_replaces_and_revoke_names_or_takes_all() -> None:
     first = [accepted(DRIVER), accepted(RESERVED)]
     again = Acceptance.of(DRIVER, reason="extended by a person", by="bob@ops", at=NOW, until=None)
-    book = merge(first, [again])
+    book, replaced = merge(first, [again])
     assert [a.reason for a in book] == ["driver rollout", "extended by a person"]
+    assert replaced == [(first[0], again)]  # said by the command, never silent
     kept, gone, unmatched = revoke(book, ["gpu:GPU 0*", "nothing-like-this"])
     assert [a.category for a in kept] == ["driver"] and [a.category for a in gone] == ["gpu"]
     assert unmatched == ["nothing-like-this"]

@@ -83,6 +83,13 @@ class Entry:
         self.suffixes = tuple(request["object_suffixes"])
         self.max_objects = int(request["max_objects"])
         self.max_dirs = int(request["max_dirs"])
+        # Small files that record what a cache entry was built from (vLLM's
+        # cache_key_factors.json): read, bounded, and returned parsed.
+        self.key_names = set(request.get("key_files") or [])
+        self.max_keys = int(request.get("max_key_files") or 0)
+        self.max_key_bytes = int(request.get("max_key_bytes") or 0)
+        self.key_paths = []
+        self.root = None
 
     def add_file(self, rel, st):
         self.files += 1
@@ -91,6 +98,8 @@ class Entry:
         self.oldest = mtime if self.oldest is None or mtime < self.oldest else self.oldest
         self.newest = mtime if self.newest is None or mtime > self.newest else self.newest
         self.listing.append(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}")
+        if rel.rsplit("/", 1)[-1] in self.key_names and len(self.key_paths) < self.max_keys:
+            self.key_paths.append((rel, st))
         if rel.endswith(self.suffixes):
             self.object_count += 1
             if self.objects is not None and len(self.objects) < self.max_objects:
@@ -112,6 +121,23 @@ class Entry:
         if self.first_unreadable is None:
             self.first_unreadable = printable(rel)
 
+    def keys(self):
+        """Each key file's JSON (an object), or why it could not be read."""
+        found = {}
+        for rel, st in sorted(self.key_paths):
+            if st.st_size > self.max_key_bytes:
+                found[printable(rel)] = {"error": "not read: too large", "mtime": st.st_mtime}
+                continue
+            try:
+                with open(os.path.join(self.root, rel), "rb") as handle:
+                    data = json.loads(handle.read(self.max_key_bytes + 1).decode("utf-8", "replace"))
+            except (OSError, ValueError) as exc:
+                found[printable(rel)] = {"error": type(exc).__name__ + ": " + str(exc)[:200], "mtime": st.st_mtime}
+                continue
+            found[printable(rel)] = {"factors": data if isinstance(data, dict) else None, "mtime": st.st_mtime,
+                                     "error": None if isinstance(data, dict) else "not a JSON object"}
+        return found
+
     def facts(self, budget):
         self.listing.sort()
         digest = hashlib.sha256("\n".join(self.listing).encode("utf-8", "surrogateescape")).hexdigest()
@@ -127,6 +153,7 @@ class Entry:
             "first_unreadable": self.first_unreadable, "truncated": self.truncated,
             # A truncated walk proves nothing about what it did not see.
             "dirs": self.dirs if self.truncated is None else None,
+            "keys": self.keys() if self.key_names else None,
         }
 
 
@@ -237,6 +264,7 @@ def describe_root(spec, request, budget, counts, walked):
             counts["reused"] += 1
             continue
         entry = Entry(request)
+        entry.root = path
         walk(path, members, entry, budget)
         out["entries"][printable(name)] = entry.facts(budget)
         counts["walked"] += 1

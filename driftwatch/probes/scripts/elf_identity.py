@@ -2,8 +2,9 @@
 # libraries_collect.py: who a shared library is, read from its ELF headers.
 #
 # elf_identity(handle) returns the GNU build-id (the linker's hash of the build, the
-# identity `file` and `readelf -n` print) and the SONAME of an open file, reading only
-# headers: a 400 MB libnccl costs a few kilobytes. Both ELF classes and byte orders are
+# identity `file` and `readelf -n` print), the SONAME and what the dynamic loader reads to
+# find the file's own dependencies (DT_NEEDED, DT_RPATH, DT_RUNPATH) of an open file, reading
+# only headers: a 400 MB libnccl costs a few kilobytes. Both ELF classes and byte orders are
 # read; every read is bounded, and a file that is not ELF, is cut short or is garbage
 # raises ElfError with a short reason that is recorded as data.
 import struct
@@ -11,7 +12,8 @@ import struct
 PT_LOAD, PT_DYNAMIC, PT_NOTE = 1, 2, 4
 SHT_NOTE = 7
 NT_GNU_BUILD_ID = 3
-DT_STRTAB, DT_SONAME = 5, 14
+DT_NEEDED, DT_STRTAB, DT_SONAME, DT_RPATH, DT_RUNPATH = 1, 5, 14, 15, 29
+MAX_NEEDED = 256
 MAX_HEADERS = 1 << 20  # bytes of program or section header table read
 MAX_NOTES = 1 << 16  # bytes of one note segment or section read
 MAX_DYNAMIC = 1 << 18  # bytes of the dynamic section read
@@ -68,36 +70,50 @@ def notes_build_id(blob, end, align):
     return None
 
 
-def soname(reader, end, wide, segments):
-    """DT_SONAME of the first PT_DYNAMIC segment, found through the PT_LOAD mapping."""
-    dynamic = [s for s in segments if s[0] == PT_DYNAMIC]
-    if not dynamic:
-        return None
-    _, offset, _, filesz, _ = dynamic[0]
+def dynamic(reader, end, wide, segments):
+    """{"soname", "needed", "rpath", "runpath"} of the first PT_DYNAMIC segment, its strings
+    found through the PT_LOAD mapping of DT_STRTAB."""
+    out = {"soname": None, "needed": [], "rpath": None, "runpath": None}
+    found = [s for s in segments if s[0] == PT_DYNAMIC]
+    if not found:
+        return out
+    _, offset, _, filesz, _ = found[0]
     fmt = end + ("qQ" if wide else "iI")
     step = struct.calcsize(fmt)
     blob = reader.at(offset, min(filesz, MAX_DYNAMIC) // step * step)
-    strtab = name = None
+    strtab = None
+    strings = []  # (tag, string table offset)
     for pos in range(0, len(blob), step):
         tag, value = struct.unpack_from(fmt, blob, pos)
         if tag == 0:
             break
         if tag == DT_STRTAB:
             strtab = value
-        elif tag == DT_SONAME:
-            name = value
-    if strtab is None or name is None:
-        return None
+        elif tag in (DT_SONAME, DT_RPATH, DT_RUNPATH) or tag == DT_NEEDED and len(strings) < MAX_NEEDED:
+            strings.append((tag, value))
+    if strtab is None:
+        return out
+    base = None
     for kind, seg_offset, seg_vaddr, seg_filesz, _ in segments:
         if kind == PT_LOAD and seg_vaddr <= strtab < seg_vaddr + seg_filesz:
-            start = strtab - seg_vaddr + seg_offset + name
-            raw = reader.at(start, max(0, min(MAX_SONAME, reader.size - start))).split(b"\0", 1)[0]
-            return raw.decode("utf-8", "replace") or None
-    return None
+            base = strtab - seg_vaddr + seg_offset
+            break
+    if base is None:
+        return out
+    for tag, value in strings:
+        start = base + value
+        raw = reader.at(start, max(0, min(MAX_SONAME, reader.size - start))).split(b"\0", 1)[0]
+        text = raw.decode("utf-8", "replace") or None
+        if tag == DT_NEEDED:
+            out["needed"] += [text] if text else []
+        else:
+            out[{DT_SONAME: "soname", DT_RPATH: "rpath", DT_RUNPATH: "runpath"}[tag]] = text
+    return out
 
 
 def elf_identity(handle):
-    """{"build_id": hex or None, "soname": str or None} of the ELF file open in ``handle``;
+    """{"build_id": hex or None, "soname": str or None, "dynamic": {"needed", "rpath",
+    "runpath"}} of the ELF file open in ``handle``;
     ElfError for anything that is not a well-formed ELF file (OSError passes through)."""
     try:
         return read_identity(handle)
@@ -138,4 +154,5 @@ def read_identity(handle):
             build_id = notes_build_id(reader.at(row[4], min(row[5], MAX_NOTES)), end, row[8])
             if build_id:
                 break
-    return {"build_id": build_id, "soname": soname(reader, end, wide, segments)}
+    found = dynamic(reader, end, wide, segments)
+    return {"build_id": build_id, "soname": found.pop("soname"), "dynamic": found}

@@ -8,7 +8,11 @@
 #   libnccl in the system library directories;
 # * integrity: for each focus distribution, its native libraries and Python sources whose
 #   sha256 no longer matches its RECORD, the ones missing, and the ones another
-#   distribution claims too (with whose copy is on disk).
+#   distribution claims too (with whose copy is on disk);
+# * resolution: for each library name an interpreter's nvidia wheels ship, the copy the
+#   dynamic loader picks for the wheel and torch libraries that need it (under the login
+#   environment's LD_LIBRARY_PATH, the prelude ld_resolve.py), and for each server the
+#   search step that made it map another copy than its wheel's.
 #
 # The previous snapshot's stat keys (size, mtime_ns, ctime_ns, inode) are the cache: an
 # unchanged file is never opened again. Paths never pass through a shell; every read is
@@ -28,6 +32,7 @@ import time
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # for type checkers only: the prelude is sent first, in the same script
     from driftwatch.probes.scripts.elf_identity import ElfError, elf_identity  # noqa: TC004
+    from driftwatch.probes.scripts.ld_resolve import LdConf, resolve  # noqa: TC004
 
 CHUNK = 1 << 20
 MAX_RECORD = 16 << 20  # a RECORD file read (torch's is ~2 MB)
@@ -108,6 +113,8 @@ def identify(run, key, open_path):
     cached = run.cache.get(key)
     if cached and cached[:4] == stat_key(st):
         entry["build_id"], entry["soname"], entry["error"] = cached[4:7]
+        if len(cached) > 7 and cached[7] is not None:
+            entry["dynamic"] = cached[7]
         run.counts["reused"] += 1
         return entry
     run.counts["read"] += 1
@@ -116,10 +123,12 @@ def identify(run, key, open_path):
             if stat_key(os.fstat(handle.fileno())) != stat_key(st):
                 raise Changed()
             entry.update(elf_identity(handle))
+            entry["dynamic"] = dict((k, v) for k, v in entry["dynamic"].items() if v)
         if stat_key(os.stat(open_path)) != stat_key(st):
             raise Changed()
     except Changed:
         entry.update(build_id=None, soname=None, error=CHANGED)
+        entry.pop("dynamic", None)
     except ElfError as exc:
         entry["error"] = str(exc)
     except OSError as exc:
@@ -160,10 +169,11 @@ def map_file(pid, address):
         return "/proc/self/map_files/-"
 
 
-def wheel_libraries(run, sites):
+def wheel_libraries(run, sites, globs="wheel_globs"):
+    """The libraries the request's ``globs`` match in the sites (real paths, described)."""
     keys = []
     for site in sites:
-        for pattern in run.request.get("wheel_globs") or []:
+        for pattern in run.request.get(globs) or []:
             for path in sorted({os.path.realpath(p) for p in glob.glob(os.path.join(glob.escape(site), pattern))}):
                 if os.path.isfile(path) and path not in keys and add_library(run, path):
                     keys.append(path)
@@ -181,6 +191,90 @@ def system_libraries(run):
                 if os.path.isfile(real) and real not in keys and add_library(run, real):
                     keys.append(real)
     return keys
+
+
+# ---- what the loader resolves ---------------------------------------------------------
+
+
+def library_name(path, entry):
+    """What a loader asks for: the SONAME, else the file name (libraries.py's library_name)."""
+    return (entry or {}).get("soname") or undeleted(path).rsplit("/", 1)[-1]
+
+
+def shipped(run, paths):
+    """{library name: its path} of wheel libraries, the first copy of a name in import order."""
+    names = {}
+    for path in paths:
+        names.setdefault(library_name(path, run.files.get(path)), path)
+    return names
+
+
+def needing(run, requesters, names):
+    """(requester, name) for every DT_NEEDED of the requesters that a wheel ships."""
+    for path in requesters:
+        for name in ((run.files.get(path) or {}).get("dynamic") or {}).get("needed") or []:
+            if name in names:
+                yield path, name
+
+
+def resolved_entry(run, name, wheel, requester, env, conf):
+    entry = run.files.get(requester) or {}
+    found = resolve(name, requester, entry.get("dynamic"), env, conf)
+    if found["path"] and found["path"] != wheel:
+        add_library(run, found["path"])
+    return {"wheel": wheel, "needed_by": requester, "path": found["path"], "via": found["via"], "dir": found["dir"],
+            "requester_runpath": (entry.get("dynamic") or {}).get("runpath"),
+            "requester_rpath": (entry.get("dynamic") or {}).get("rpath")}
+
+
+def interpreter_resolution(run, spec, wheels, requesters, conf):
+    """{name: what the loader picks for it} for the interpreter's wheel-shipped names: a
+    name resolved away from its wheel copy by any requester wins over the agreeing ones."""
+    if spec.get("env_error"):
+        return {"error": spec["env_error"], "libraries": {}}
+    names = shipped(run, wheels)
+    out = {}
+    for requester, name in needing(run, wheels + requesters, names):
+        found = resolved_entry(run, name, names[name], requester, spec.get("ld_library_path"), conf)
+        if name not in out or out[name]["path"] == names[name] != found["path"]:
+            out[name] = found
+    return {"error": None, "ld_library_path": spec.get("ld_library_path"), "libraries": out}
+
+
+def server_resolution(run, server, mapped, wheel_names, conf):
+    """{name: why the server maps this copy} for each library it maps that a wheel ships
+    elsewhere: the first mapped library needing it, resolved under the server's environment."""
+    out = {}
+    for path in mapped:
+        name = library_name(path, run.files.get(path))
+        wheel = wheel_names.get(name)
+        if wheel is None or undeleted(path) == wheel or name in out:
+            continue
+        requester = next((r for r, n in needing(run, mapped, {name: None}) if n == name), None)
+        if requester is None:
+            out[name] = {"wheel": wheel, "mapped": path, "needed_by": None, "via": "dlopen or LD_PRELOAD"}
+            continue
+        found = resolved_entry(run, name, wheel, requester, server.get("ld_library_path"), conf)
+        out[name] = dict(found, mapped=path)
+    return out
+
+
+def resolution(run, request, interpreters, wheels, servers):
+    conf = LdConf()
+    out = {"ld_so_conf": {"dirs": [[d, f] for d, f in conf.dirs], "errors": conf.errors}, "interpreters": {},
+           "servers": {}}
+    wheel_names = {}
+    for name, sites in interpreters.items():
+        # Libraries that load the wheels' ones (torch/lib/*.so*), for their DT_NEEDED and RUNPATH.
+        requesters = wheel_libraries(run, sites, "requester_globs")
+        spec = (request.get("interpreters") or {}).get(name) or {}
+        out["interpreters"][name] = interpreter_resolution(run, spec, wheels[name], requesters, conf)
+        for lib, path in shipped(run, wheels[name]).items():
+            wheel_names.setdefault(lib, path)
+    for key, mapped in servers.items():
+        server = (request.get("servers") or {}).get(key) or {}
+        out["servers"][key] = server_resolution(run, server, mapped, wheel_names, conf)
+    return out
 
 
 # ---- distributions and their RECORDs -------------------------------------------------
@@ -470,6 +564,7 @@ def main():
     servers = {key: server_libraries(run, server) for key, server in (request.get("servers") or {}).items()}
     wheels = {name: wheel_libraries(run, sites) for name, sites in interpreters.items()}
     system = system_libraries(run)
+    resolved = resolution(run, request, interpreters, wheels, servers)
     wanted_paths(run, all_sites, focus, list(run.files))
     for path, entry in run.files.items():
         if "error" in entry and len(entry) == 1:  # not even a stat: nothing to own
@@ -480,6 +575,7 @@ def main():
         "servers": servers,
         "interpreters": {name: {"sites": interpreters[name], "libraries": wheels[name]} for name in interpreters},
         "system": system,
+        "resolution": resolved,
         "integrity": {name: integrity(run, name, sites, focus) for name, sites in interpreters.items()},
         "truncated": run.truncated,
         "counts": run.counts,

@@ -205,6 +205,26 @@ def servers(found: "Dict[int, tuple]") -> "List[int]":
             if not any(not wrapper(a) for a in above[pid]) and not (wrapper(pid) and pid in has_match_below)]
 
 
+def descendants(roots: "List[int]", limit: int) -> "Dict[int, List[int]]":
+    """Every process below each root (its workers: SGLang's scheduler ranks, vLLM's engine
+    core), from one pass over /proc/*/stat; at most ``limit`` per root."""
+    children = {}  # type: Dict[int, List[int]]
+    for name in os.listdir("/proc"):
+        fields = stat_fields(int(name)) if name.isdigit() else None
+        if fields:
+            children.setdefault(int(fields[1]), []).append(int(name))
+    below = {}  # type: Dict[int, List[int]]
+    for root in roots:
+        seen, queue = [], list(children.get(root, []))
+        while queue and len(seen) < limit:
+            pid = queue.pop(0)
+            if pid not in seen:
+                seen.append(pid)
+                queue.extend(children.get(pid, []))
+        below[root] = sorted(seen)
+    return below
+
+
 def main() -> None:
     request = json.load(sys.stdin)
     if not os.path.isdir("/proc/self"):
@@ -225,6 +245,9 @@ def main() -> None:
         entry = describe(pid, found[pid][1], found[pid][0], request, btime, red, host)
         if entry is not None:
             processes.append(entry)
+    below = descendants([p["pid"] for p in processes], request.get("max_descendants", 1024)) if processes else {}
+    for entry in processes:
+        entry["descendants"] = below.get(entry["pid"], [])
     report = {"processes": processes, "truncated": truncated}
     if host is not None:
         report.update(host_report(host, processes))

@@ -136,15 +136,183 @@ def describe(dist_dir: str) -> dict[str, Any] | None:
     }
 
 
+# Where `import` finds these is checked against their distribution's copy (the default
+# [watch] focus: the script is one text shared by every probe, so it carries no request).
+FOCUS = ("sglang", "sgl-kernel", "sglang-kernel", "torch", "flashinfer-python", "nvidia-nccl-cu12", "triton",
+         "transformers", "vllm")
+MAX_PTH = 64  # .pth files read per site directory
+MAX_PTH_BYTES = 64 * 1024
+MAX_SHADOWED = 64
+MAX_USER_DISTS = 4096  # distributions counted in the user site before it is called huge
+
+
+def _pth_files(sites: list[str]) -> dict[str, Any]:
+    """The .pth files of the site directories that run code at every interpreter start: their
+    ``import`` lines (site.py executes those, and only those)."""
+    found: dict[str, Any] = {}
+    for site_dir in sites:
+        try:
+            names = sorted(n for n in os.listdir(site_dir) if n.endswith(".pth"))
+        except OSError:
+            continue
+        for name in names[:MAX_PTH]:
+            path = os.path.join(site_dir, name)
+            try:
+                with open(path, "rb") as handle:
+                    data = handle.read(MAX_PTH_BYTES + 1)
+            except OSError as exc:
+                found[path] = {"imports": None, "error": exc.strerror or str(exc)}
+                continue
+            lines = data[:MAX_PTH_BYTES].decode("utf-8", "replace").splitlines()
+            imports = [line.strip()[:300] for line in lines if line.startswith(("import ", "import\t"))]
+            if imports or len(data) > MAX_PTH_BYTES:
+                found[path] = {"imports": imports[:16], "error": "larger than 64 KiB" if len(data) > MAX_PTH_BYTES
+                               else None}
+    return found
+
+
+def _user_site() -> dict[str, Any]:
+    """Where this interpreter's user site-packages is, whether it is enabled and on sys.path
+    (a bare interpreter, or a venv with include-system-site-packages, sees it), and how many
+    distributions it holds."""
+    import site
+
+    try:
+        path = site.getusersitepackages()
+    except Exception as exc:  # noqa: BLE001  (a broken site.py on the host is a fact)
+        return {"path": None, "enabled": None, "on_path": False, "distributions": None, "error": str(exc)}
+    entry: dict[str, Any] = {"path": path, "enabled": bool(site.ENABLE_USER_SITE), "on_path": path in sys.path,
+                             "distributions": None, "error": None}
+    try:
+        names = os.listdir(path)
+    except FileNotFoundError:
+        entry["distributions"] = 0
+        return entry
+    except OSError as exc:
+        entry["error"] = exc.strerror or str(exc)
+        return entry
+    count = sum(1 for n in names if n.lower().endswith(_INFO_SUFFIXES))
+    if count > MAX_USER_DISTS:
+        entry["error"] = "more than {} distributions: not all described".format(MAX_USER_DISTS)
+    entry["distributions"] = count
+    return entry
+
+
+def _user_bin() -> dict[str, Any]:
+    """Commands in the user base's bin (~/.local/bin, where pip --user puts entry points) that
+    this interpreter's own bin directory has too, with the interpreter each one's #! names: a
+    login shell's PATH (Ubuntu's ~/.profile prepends ~/.local/bin) can run those instead."""
+    import site
+
+    own = os.path.dirname(sys.executable)
+    try:
+        path = os.path.join(site.getuserbase(), "bin")
+    except Exception as exc:  # noqa: BLE001
+        return {"path": None, "commands": {}, "error": str(exc)}
+    out: dict[str, Any] = {"path": path, "commands": {}, "error": None}
+    if os.path.realpath(path) == os.path.realpath(own):
+        return out
+    try:
+        mine = set(os.listdir(own))
+        names = sorted(os.listdir(path))
+    except FileNotFoundError:
+        return out
+    except OSError as exc:
+        out["error"] = exc.strerror or str(exc)
+        return out
+    for name in [n for n in names if n in mine][:MAX_PTH]:
+        head = read_bytes_head(os.path.join(path, name))
+        line = head.split(b"\n", 1)[0] if head.startswith(b"#!") else b""
+        out["commands"][name] = line[2:].decode("utf-8", "replace").strip()[:200] or None
+    return out
+
+
+def read_bytes_head(path: str, limit: int = 256) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(limit)
+    except OSError:
+        return b""
+
+
+def _venv() -> dict[str, Any] | None:
+    """pyvenv.cfg's say on system site-packages, for a venv; None for a bare interpreter."""
+    if sys.prefix == getattr(sys, "base_prefix", sys.prefix):
+        return None
+    text = read_text(os.path.join(sys.prefix, "pyvenv.cfg")) or ""
+    include = None
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip().lower() == "include-system-site-packages":
+            include = value.strip().lower() == "true"
+    return {"base_prefix": sys.base_prefix, "include_system_site_packages": include}
+
+
+def _import_location(name: str) -> str | None:
+    """Where ``import <name>`` finds the package or module, without running it."""
+    try:
+        spec = util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    locations = list(spec.submodule_search_locations or [])
+    if locations:
+        return os.path.dirname(locations[0])
+    return os.path.dirname(spec.origin) if spec.origin and spec.origin != "built-in" else None
+
+
+def _top_level(dist: dict[str, Any], dist_dir: str) -> str | None:
+    """The import name a distribution provides: top_level.txt, else its normalized name."""
+    text = read_text(os.path.join(dist_dir, "top_level.txt"))
+    for line in (text or "").splitlines():
+        if line.strip() and not line.startswith("_"):
+            return line.strip()
+    return re.sub(r"[-.]", "_", normalize(dist["name"]))
+
+
+def resolution(distributions: dict[str, Any], shadowed: dict[str, Any], dirs: dict[str, str],
+               focus: list[str]) -> dict[str, Any]:
+    """How this interpreter finds what it imports: PYTHONPATH, the user site, .pth files that run
+    code, the copies of a distribution that a first copy shadows, and, for the focus
+    distributions, where ``import`` really finds their package."""
+    imports = {}
+    for name in focus:
+        dist = distributions.get(name)
+        if dist is not None and dirs.get(name):
+            top = _top_level(dist, dirs[name])
+            if top:
+                imports[name] = {"module": top, "location": _import_location(top)}
+    sites = [p for p in sys.path if p and os.path.isdir(p)]
+    return {
+        "pythonpath": os.environ.get("PYTHONPATH"),
+        "user_site": _user_site(),
+        "user_bin": _user_bin(),
+        "venv": _venv(),
+        "pth": _pth_files(sites),
+        "shadowed": shadowed,
+        "imports": imports,
+    }
+
+
 def collect() -> dict[str, Any]:
     drop_cwd_from_path()
     distributions: dict[str, dict[str, Any]] = {}
+    shadowed: dict[str, list[dict[str, Any]]] = {}
+    dirs: dict[str, str] = {}
     # sys.path order: the first hit of a name is the one that `import` and
     # importlib.metadata.version() would use, later copies are shadowed.
     for dist_dir in distribution_paths():
         facts = describe(dist_dir)
-        if facts is not None:
-            distributions.setdefault(normalize(facts["name"]), facts)
+        if facts is None:
+            continue
+        key = normalize(facts["name"])
+        if key in distributions:
+            if distributions[key]["location"] != facts["location"] and len(shadowed) < MAX_SHADOWED:
+                shadowed.setdefault(key, []).append({"version": facts["version"], "location": facts["location"]})
+            continue
+        distributions[key] = facts
+        dirs[key] = dist_dir
     return {
         "executable": sys.executable,
         "version": sys.version.split()[0],
@@ -153,6 +321,7 @@ def collect() -> dict[str, Any]:
         "sys_path": list(sys.path),
         "distributions": distributions,
         "torch": torch_version_file(),
+        "resolution": resolution(distributions, shadowed, dirs, [normalize(n) for n in FOCUS]),
     }
 
 

@@ -1,12 +1,14 @@
 # driftwatch agent. Runs ON THE TARGET under any python3 >= 3.6, stdlib only, as
-# `python3 -I -S -c '<this file>' LIFETIME` on ONE SSH session channel, so that N commands
-# cost one login-shell start (~/.bashrc with conda or pyenv init) instead of N.
+# `python3 -I -S -c '<this file>' LIFETIME NONCE` on ONE SSH session channel, so that N
+# commands cost one login-shell start (~/.bashrc with conda or pyenv init) instead of N.
 # LocalTransport imports its Runner: the local target runs commands the same way.
 #
 # Protocol, one JSON document per line:
-#   out  {"hello": 1, "pid": PID}                                  once, first
+#   out  {"hello": 1, "pid": PID, "nonce": NONCE}                  once, first
+#        (NONCE from argv: the client tells it from a profile's output that looks alike)
 #   in   {"id": int, "script": str, "stdin": base64|null, "timeout": float, "max_output": int,
 #         "python": str (optional)}
+#        blank lines are ignored (the client sends some for a profile that reads stdin)
 #   out  {"id": int, "rc": int|null, "stdout": b64, "stderr": b64, "truncated": bool,
 #         "timed_out": bool, "survivors": [[pid, state, name], ...]}
 #        or {"id": int, "rc": null, "error": str} for a request it cannot run
@@ -506,6 +508,7 @@ def parse(line):
 
 def main():
     lifetime = float(sys.argv[1]) if len(sys.argv) > 1 else LIFETIME
+    nonce = sys.argv[2] if len(sys.argv) > 2 else ""
     runner = Runner()
 
     def leave(*_):
@@ -526,7 +529,7 @@ def main():
     timer.start()
     # If this interpreter ever wedges, the kernel ends it (SIGALRM's default action).
     signal.alarm(int(lifetime + KILL_AFTER + 30))
-    send({"hello": 1, "pid": os.getpid()})
+    send({"hello": 1, "pid": os.getpid(), "nonce": nonce})
     for line in iter(sys.stdin.buffer.readline, b""):
         if not line.strip():
             continue

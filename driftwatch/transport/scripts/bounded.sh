@@ -1,6 +1,9 @@
 # driftwatch: one command on a session channel of its own, for a target without the python3
-# the agent needs (agent.py does the same in Python). POSIX sh, plus GNU `timeout`:
-#   sh -c "<this file>" driftwatch SCRIPT SECONDS KILL_AFTER MARK
+# the agent needs (agent.py does the same in Python). POSIX sh, plus GNU `timeout`, run
+# with its arguments set (channel.py: `set -- SCRIPT SECONDS KILL_AFTER MARK`, then this).
+# stdin starts with blank lines and MARK, for a profile that reads stdin to take instead of
+# the command's input: what is left of them is skipped. stdout starts with MARK: what a
+# profile printed comes before it, and without it the client knows the command never ran.
 # `timeout` puts the command in a process group of its own (its pid) and sends SIGTERM to
 # all of it at the deadline, but SIGKILL only while its own child lives: a script that dies
 # on SIGTERM leaves its background jobs behind, and those that ignore SIGTERM would live
@@ -18,6 +21,16 @@ live() {  # "PID STATE NAME" of each live process (not a zombie) in process grou
     [ "$4" = "$1" ] && [ "$2" != Z ] && [ "$2" != X ] && echo "${s%% *} $2 ${n%\) *}"
   done
 }
+
+found=
+while IFS= read -r line; do
+  [ "$line" = "$mark" ] && { found=1; break; }
+done
+if [ -z "$found" ]; then
+  echo "driftwatch: the login shell's profile read the command's input (stdin)" >&2
+  exit 125
+fi
+printf '%s\n' "$mark"
 
 if ! command -v timeout >/dev/null 2>&1; then
   echo "driftwatch: no \`timeout\` on this host to bound the command (without python3 for the agent)" >&2

@@ -1,0 +1,62 @@
+"""The engine probe on real venvs: an engine's version, and whether its source names a setting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from driftwatch.probes.base import ProbeContext
+from driftwatch.probes.engine import EngineProbe, server_pythons, settings_set
+from driftwatch.settings import WatchSettings
+from driftwatch.transport.local import LocalTransport
+from tests.venvs import site_packages, write_dist_info
+
+ENVS = 'import os\nX = os.getenv("VLLM_ATTENTION_BACKEND")\nY = envs.VLLM_USE_V1\n'
+
+
+def venv(tmp_path: Path, envs: str = ENVS) -> Path:
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "v")], check=True)
+    write_dist_info(site_packages(tmp_path / "v"), "vllm", "vllm", "0.13.0", [],
+                    {"vllm/__init__.py": "", "vllm/envs.py": envs, "vllm/data.txt": "VLLM_NOT_IN_PY"})
+    return tmp_path / "v" / "bin" / "python"
+
+
+def collect(python: Path, previous: dict[str, object] | None = None) -> dict[str, object]:
+    ctx = ProbeContext(transport=LocalTransport(), watch=WatchSettings(python=[str(python)], processes=[]),
+                       previous=previous or {})
+    return EngineProbe().collect(ctx)
+
+
+def test_names_the_source_holds_and_the_ones_it_never_names(tmp_path: Path) -> None:
+    facts = collect(venv(tmp_path))
+    vllm = facts["engines"]["vllm"]  # type: ignore[index]
+    assert vllm["version"] == "0.13.0" and vllm["interpreter"] == str(tmp_path / "v" / "bin" / "python")
+    assert vllm["names"]["VLLM_ATTENTION_BACKEND"] is True
+    assert vllm["names"]["VLLM_USE_CUDNN_PREFILL"] is False  # retired by the data file, never named here
+    assert vllm["files"] == 2 and vllm["truncated"] is None and vllm["error"] is None
+
+
+def test_the_previous_snapshot_is_the_cache_while_record_holds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    python = venv(tmp_path)
+    first = collect(python)
+    again = collect(python, previous=first)
+    assert again["engines"]["vllm"]["names"] == first["engines"]["vllm"]["names"]  # type: ignore[index]
+    assert again["engines"]["vllm"]["files"] == 0  # type: ignore[index]  (nothing read again)
+
+
+def test_no_engine_no_run() -> None:
+    facts = EngineProbe().collect(ProbeContext(transport=LocalTransport(), watch=WatchSettings(python=[], processes=[])))
+    assert facts == {"engines": {}, "settings": {}, "interpreters": {}, "environments_error": None}
+
+
+def test_settings_and_server_pythons_from_the_processes_facts() -> None:
+    facts = {"servers": {"vllm serve": {"argv": ["/venv/bin/vllm", "serve", "m"], "env": {"VLLM_X": "1", "CUDA_Y": "2"}},
+                         "api": {"argv": ["/opt/py/bin/python3.12", "-m", "vllm.entrypoints.openai.api_server"],
+                                 "env": {"SGLANG_Z": ""}}},
+             "login_env": {"VLLM_X": "1"}}
+    assert settings_set(facts) == {"VLLM_X": ["login env", "server vllm serve"]}
+    assert server_pythons(facts) == ["/venv/bin/python", "/opt/py/bin/python3.12"]

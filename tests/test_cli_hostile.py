@@ -1,0 +1,116 @@
+"""`driftwatch snapshot` of hosts whose login environment is hostile, end to end: each test
+gets an sshd of its own whose login shell, profile, temp folder or mounts it writes
+(tests/hostile.py). What must hold: every probe reads what the host has, or fails as
+itself; nothing a login environment does turns into a fact."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from driftwatch.cli import main
+from tests.hostile import login_dotfile, login_host, tmpfs_setup
+from tests.sshd import Sshd
+
+DRIVER = "590.48.01"  # the default capture the fake nvidia-smi replays
+# Long: a missed hello waits it out before falling back to channels, which the time shows.
+CONNECT_TIMEOUT = 30
+XTERM_TITLE = 'printf "\\033]0;gpu-box\\007"\n'
+
+
+def dirty_repo(path: Path) -> str:
+    """A git repo with an uncommitted change; the digest the git probe must record."""
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    run = {"cwd": path, "check": True, "capture_output": True}
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "x"], **run)
+    (path / "edited.py").write_text("mem_fraction_static = 0.55\n")
+    subprocess.run(["git", "add", "edited.py"], **run)
+    diff = subprocess.run(["git", "diff", "HEAD", "--no-ext-diff", "--binary"], **run).stdout
+    return hashlib.sha256(diff).hexdigest()
+
+
+def configure(root: Path, host: Sshd, repo: Path) -> None:
+    (root / "driftwatch.toml").write_text(
+        f'timeout = 30\nconnect_timeout = {CONNECT_TIMEOUT}\nssh_config = "{host.ssh_config_path}"\n'
+        f'known_hosts = "{host.known_hosts_path}"\n[watch]\npython = []\nprocesses = []\nrepos = ["{repo}"]\n'
+    )
+
+
+def snapshot(capsys: pytest.CaptureFixture[str]) -> tuple[int, dict, float]:
+    started = time.monotonic()
+    code = main(["snapshot", "testhost", "--json"])
+    elapsed = time.monotonic() - started
+    [entry] = json.loads(capsys.readouterr().out)
+    return code, entry["snapshot"], elapsed
+
+
+def assert_read_as_it_is(snap: dict, repo: Path, digest: str) -> None:
+    probes = snap["probes"]
+    failed = {name: p["error"] for name, p in probes.items() if p["status"] not in ("ok", "skipped")}
+    assert failed == {}
+    assert probes["system"]["facts"]["hostname"] == socket.gethostname()
+    assert probes["gpu"]["facts"]["driver_version"] == DRIVER
+    git = probes["git"]["facts"]["repos"][str(repo)]
+    assert (git["error"], git["dirty"], git["diff_sha256"]) == (None, ["edited.py"], digest)
+
+
+@pytest.mark.parametrize(
+    "shell,profile",
+    [("/bin/bash", XTERM_TITLE), ("/bin/bash", 'echo \'{"hello": 1, "pid": 1}\'\nread line\n'),
+     ("/usr/bin/tcsh", 'echo "Welcome to the GPU cluster"\n'), ("/bin/bsd-csh", ""),
+     ("/usr/bin/fish", "echo -n (set_color normal)\n"), ("/usr/bin/zsh", XTERM_TITLE)],
+    ids=["bash-xterm-title", "bash-own-hello-reads-stdin", "tcsh", "csh", "fish", "zsh-xterm-title"],
+)
+def test_a_login_shell_and_its_profile_change_no_fact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], shell: str, profile: str
+) -> None:
+    digest = dirty_repo(tmp_path / "repo")
+    with login_host(tmp_path / "host", shell=shell, dotfiles=login_dotfile(shell, profile)) as host:
+        configure(tmp_path, host, tmp_path / "repo")
+        monkeypatch.chdir(tmp_path)
+        code, snap, elapsed = snapshot(capsys)
+    assert code == 0
+    assert_read_as_it_is(snap, tmp_path / "repo", digest)
+    assert elapsed < CONNECT_TIMEOUT - 5, "the agent's hello was missed: the snapshot waited out the connect timeout"
+
+
+@pytest.mark.parametrize("temp", ["missing", "full"])
+def test_a_missing_or_full_temp_folder_is_not_blamed_on_the_driver_or_the_repo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], temp: str
+) -> None:
+    digest = dirty_repo(tmp_path / "repo")
+    folder = tmp_path / "tmp"
+    setup = tmpfs_setup(folder, size_kib=16, fill=True) if temp == "full" else ""
+    env = {"TMPDIR": str(folder if temp == "full" else tmp_path / "no-such-folder")}
+    with login_host(tmp_path / "host", session_env=env, setup=setup) as host:
+        configure(tmp_path, host, tmp_path / "repo")
+        monkeypatch.chdir(tmp_path)
+        if temp == "full":  # the host really has no room there
+            with host.transport() as transport:
+                full = transport.run(f"df -k {folder} | tail -n 1; echo x >{folder}/probe", timeout=10)
+            assert " 100% " in full.text and full.exit_code != 0, full.text
+        code, snap, _ = snapshot(capsys)
+    assert code == 0
+    assert_read_as_it_is(snap, tmp_path / "repo", digest)
+
+
+def test_an_address_for_local_is_refused_not_ignored(
+    sshd: Sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Meant: snapshot the sshd host under the name `local`. It used to snapshot this machine.
+    (tmp_path / "driftwatch.toml").write_text(f'[hosts.local]\naddress = "{sshd.destination}"\n')
+    monkeypatch.chdir(tmp_path)
+    assert main(["snapshot", "local"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err == (
+        f"driftwatch: error: driftwatch.toml: hosts.local.address: `local` is this machine, read without SSH; "
+        f"to reach {sshd.destination} give it a name of its own ([hosts.NAME] with address = ...). "
+        "[hosts.local] may set [watch] keys for this machine\n"
+    )
+    assert not (tmp_path / "snapshots").exists()
