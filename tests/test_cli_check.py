@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from driftwatch.cli import main
 from driftwatch.store import SnapshotStore
 from tests.hooks import Hook, SilentHook
+from tests.hermetic import watch_lines
 from tests.sshd import Sshd, free_port
 from tests.venvs import make_gpu_venv, site_packages, write_dist_info
 
@@ -29,7 +30,8 @@ def gpu_host(sshd: Sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
     (tmp_path / "driftwatch.toml").write_text(
         f'timeout = 30\nconnect_timeout = 3\nssh_config = "{sshd.ssh_config_path}"\nknown_hosts = "{sshd.known_hosts_path}"\n'
         # No server patterns: stand-in servers other tests start on this machine are not ours.
-        f'[watch]\npython = ["{python}"]\nprocesses = []\n'
+        # The hermetic defaults in the file too: a driftwatch run in a subprocess reads them.
+        "[watch]\n" + watch_lines(f'python = ["{python}"]\nprocesses = []\n')
     )
     monkeypatch.chdir(tmp_path)
     assert main(["snapshot", "testhost", "--label", "good"]) == 0

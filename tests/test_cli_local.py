@@ -65,7 +65,7 @@ def test_list_show_and_refs(host: Path, capsys: pytest.CaptureFixture[str]) -> N
         (["show", "local@nope"], "no snapshots of 'local'"),
         (["show", "gpu99@latest"], "no snapshots of 'gpu99'"),
         (["snapshot", "local", "--config", "missing.toml"], "config file not found"),
-        (["list", "gpu99"], "no snapshots of 'gpu99'"),
+        (["list", "gpu99"], "does not exist"),  # no store here yet: which one was read, and that it is missing
         (["snapshot", "local", "--timeout", "soon"], "Invalid value"),
         (["snapshot", "local", "--timeout", "inf"], "inf is not a number of seconds from 0.1 to 86400"),
         (["snapshot", "local", "--timeout", "nan"], "nan is not a number of seconds"),

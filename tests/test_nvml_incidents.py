@@ -67,5 +67,5 @@ def test_kernel_updated_without_a_module_built_for_it(
     assert "Fix: dkms status" in top["explanation"]
     kernel = next(c for c in changes if (c["category"], c["item"]) == ("system", "kernel"))
     assert kernel["old"] == "6.8.0-60-generic" and kernel["new"] == "6.8.0-62-generic"
-    assert "6.8.0-62" in first_line
+    assert "most likely cause: the NVIDIA kernel module is no longer loaded" in first_line  # ≤ 200 characters
 

@@ -156,18 +156,19 @@ def test_venv_with_system_site_packages_imports_the_user_sites_torch_once_its_ow
         write_dist_info(venv_site, "rich", "rich", "13.9.4", [], {"rich/__init__.py": ""})  # innocent
 
     changes, first_line = snapshot_and_diff(capsys, reinstall_that_stopped_halfway)
-    # First: torch's version line, which the finding ties to the user site with its mechanism.
-    top = changes[0]
+    # First: the import that moved to the user site, carrying torch's version line right under it
+    # (the other copy, not an install), which the finding ties to the user site with its mechanism.
+    moved, top = changes[0], changes[1]
+    assert moved["item"] == f"torch (sys.path, {python})"
+    assert moved["explanation"].startswith(
+        f"torch is now imported from {user_site} (2.3.0) by {python}, where it came from {venv_site} (2.8.0+cu128): "
+        "it is the user site-packages, which this venv sees because it includes system site packages (pyvenv.cfg)")
     assert (top["category"], top["item"], top["severity"]) == ("package", "torch", "high")
     assert top["explanation"].startswith("torch 2.8.0+cu128 → 2.3.0")
     mechanism = (f"{python} imports torch 2.3.0 from {user_site}, a copy outside the environment: it is the user "
                  "site-packages, which this venv sees because it includes system site packages (pyvenv.cfg)")
     assert f"— known-bad state (observed): {mechanism}" in top["explanation"]
-    assert "user site-packages" in first_line
-    [moved] = [c for c in changes if c["item"] == f"torch (sys.path, {python})"]
-    assert moved["explanation"].startswith(
-        f"torch is now imported from {user_site} (2.3.0) by {python}, where it came from {venv_site} (2.8.0+cu128): "
-        "it is the user site-packages, which this venv sees because it includes system site packages (pyvenv.cfg)")
+    assert "most likely cause: torch 2.3.0 is now imported from the user site-packages" in first_line
     capsys.readouterr()
     assert main(["doctor", "testhost@latest", "--json"]) == 2
     [report] = json.loads(capsys.readouterr().out)

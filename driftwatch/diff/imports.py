@@ -58,7 +58,7 @@ def _shadowed(interp: str, old: Facts, new: Facts, old_dists: Facts, dists: Fact
         text = (f"{name} {fmt.value(first.get('version'))} in {location} now comes first on {interp}'s sys.path and "
                 f"is what `import` loads, not {hidden}: {why_first(location, facts)}")
         changes.append(Change("package", f"{name} (sys.path, {interp})", None, location, Severity.high, text,
-                              magnitude=2.5))
+                              magnitude=2.5, carries=(("package", name),)))
     for name in sorted(old.keys() - new.keys()):
         if as_dict(old_dists.get(name)).get("location") != as_dict(dists.get(name)).get("location"):
             continue  # the first copy went: _moved says where the import goes now
@@ -79,8 +79,13 @@ def _moved(interp: str, old_dists: Facts, new_dists: Facts, facts: Facts) -> lis
             continue
         text = (f"{name} is now imported from {location} ({fmt.value(n.get('version'))}) by {interp}, where it came "
                 f"from {o.get('location')} ({fmt.value(o.get('version'))}): {why_first(location, facts)}")
+        user_site = location == str(as_dict(facts.get("user_site")).get("path") or "")
+        short = (f"{name} {fmt.value(n.get('version'))} is now imported from "
+                 f"{'the user site-packages' if user_site else 'a PYTHONPATH directory'}, not the environment's "
+                 f"{fmt.value(o.get('version'))}")
+        # It carries the version line of the same name: that is the other copy, not an install.
         changes.append(Change("package", f"{name} (sys.path, {interp})", o.get("location"), location,
-                              Severity.high, text, magnitude=2.5))
+                              Severity.high, text, magnitude=2.5, carries=(("package", name),), headline=short))
     return changes
 
 

@@ -145,7 +145,11 @@ def _resolved(interp: str, name: str, old: Facts, new: Facts, old_files: Facts, 
     text = (f"{name} needed by {requester} ({interp}) now resolves to "
             f"{_copy(str(new['path']), as_dict(new_files.get(new['path'])), full=True)} {how_found(new)}, "
             f"not the wheel's copy{_owned(wheel, new_files)} (was {was}){older(new, new_files)}")
-    return Change(file_category(name), item, old.get("path"), new.get("path"), Severity.high, text, magnitude=3.0)
+    # The report's first line: the library, the step that found the other copy, and where.
+    via = f"LD_LIBRARY_PATH ({new.get('dir')})" if new.get("via") == "LD_LIBRARY_PATH" else str(new.get("via") or "the loader")
+    short = f"{name} now resolves through {via}, not to the wheel's copy ({interp})"
+    return Change(file_category(name), item, old.get("path"), new.get("path"), Severity.high, text, magnitude=3.0,
+                  headline=short)
 
 
 def _owned(path: str, files: Facts) -> str:

@@ -64,7 +64,14 @@ def diff_probe(name: str, old: ProbeRecord | None, new: ProbeRecord | None) -> C
         # A probe that ran and now fails is what broke (nvidia-smi erroring after a driver
         # update), not why: its error text points at the cause.
         symptom=old_status is ProbeStatus.ok and new_status in FAILED,
+        headline=_short(name, new) if new is not None and new_status in FAILED else "",
     )
+
+
+def _short(name: str, new: ProbeRecord) -> str:
+    """``gpu probe failed: … Driver/library version mismatch``: the error's own words, both ends."""
+    what = "timed out" if new.status == ProbeStatus.timeout else "failed"
+    return f"{name} probe {what}" + (f": {fmt.ends(new.error, 60)}" if new.error else "")
 
 
 def _explain(

@@ -23,6 +23,7 @@ from driftwatch.fleet.facts import (
 )
 from driftwatch.fleet.containers import CONTAINER_AREAS
 from driftwatch.fleet.canary import CANARY_AREAS
+from driftwatch.fleet.engine import ENGINE_AREAS
 from driftwatch.fleet.gpus import gpu_facts
 from driftwatch.fleet.libraries import LIBRARY_AREAS
 from driftwatch.fleet.perf import perf_area
@@ -157,6 +158,7 @@ AREAS: dict[str, Area] = {
     **CONTAINER_AREAS,
     "perf": perf_area,
     **CANARY_AREAS,
+    **ENGINE_AREAS,
 }
 
 # Areas whose facts name interpreters by the fleet's labels (``view.interpreters``, from

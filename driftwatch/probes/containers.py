@@ -29,6 +29,7 @@ from typing import Any
 from driftwatch.probes.base import Facts, ProbeContext, ProbeError, ProbeSkipped, collect_json, collector_script, load_script
 from driftwatch.probes.container_identity import docker_host, identify, label
 from driftwatch.probes.cuda import NCCL_DIRS
+from driftwatch.probes.libraries import PRELUDES as LIBRARY_PRELUDES
 from driftwatch.probes.libraries import (
     MAX_HASH_BYTES,
     MAX_LIBRARIES,
@@ -63,7 +64,8 @@ def _inner_request(ctx: ProbeContext, servers: dict[str, tuple[dict[str, Any], d
     return {
         "servers": entries,
         "modules": {"python": collector_script("python_collect.py"),
-                    "libraries": load_script("elf_identity.py") + "\n\n" + load_script("libraries_collect.py")},
+                    # The libraries probe's own script with the preludes it builds on, as it runs them.
+                    "libraries": "\n\n".join(load_script(name) for name in (*LIBRARY_PRELUDES, "libraries_collect.py"))},
         "libraries": {"wheel_globs": WHEEL_GLOBS, "system_dirs": list(NCCL_DIRS), "system_globs": SYSTEM_GLOBS,
                       "focus": ctx.watch.focus, "max_files": MAX_LIBRARIES, "max_hash_bytes": MAX_HASH_BYTES,
                       "budget_s": max(1.0, ctx.timeout * 0.3)},

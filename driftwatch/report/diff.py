@@ -24,6 +24,9 @@ SEVERITY_STYLE = {
 }
 
 
+HEADLINE_MAX = 200  # characters: one sentence on a terminal's first line, in a chat alert, an HTML title
+
+
 def headline(result: DiffResult, limit: int | None = None) -> str:
     """`7 changes; most likely cause: …` (one clause, the whole at most ``limit`` characters)
     or `no drift` (with what is not drift counted)."""
@@ -43,21 +46,30 @@ def headline(result: DiffResult, limit: int | None = None) -> str:
             text += short_cause(first.why, (limit or HEADLINE_MAX) - len(text))
         return text
     noun = "change" if summary["total"] == 1 else "changes"
-    cause = summary.get("most_likely_cause")
     room = limit or HEADLINE_MAX
-    if summary.get("symptom"):  # what broke first, then why
+    top = next((c for c in result.drift_changes if not c.symptom), None)
+    symptom = next((c for c in result.drift_changes if c.symptom), None)
+    if symptom is not None:  # what broke first, then why
         tail = f" ({summary['total']} {noun})"
-        # Its first sentence; one that is too long keeps both ends (an error's specific part,
-        # the symbol or the library, is at its end).
-        symptom = fmt.ends(first_clause(summary["symptom"]), room // 2)
-        why = "; most likely cause: " if cause else "; no recorded change explains it"
-        left = room - len(symptom) - len(why) - len(tail)
-        return symptom + why + (short_cause(cause, left) if cause else "") + tail
+        # Its own clause; one that is too long keeps both ends (an error's specific part,
+        # the symbol or the library, is at its end). The cause gets the larger share.
+        said = fmt.ends(first_clause(symptom.headline or symptom.explanation), room * 2 // 5)
+        why = "; most likely cause: " if top is not None else "; no recorded change explains it"
+        left = room - len(said) - len(why) - len(tail)
+        return said + why + (clause(top, left) if top is not None else "") + tail
     head = f"{summary['total']} {noun}; most likely cause: "
-    return head + short_cause(cause or "", room - len(head))
+    return head + (clause(top, room - len(head)) if top is not None else "")
 
 
-HEADLINE_MAX = 200  # characters: one sentence on a terminal's first line, in a chat alert, an HTML title
+def clause(change: Change, room: int = HEADLINE_MAX) -> str:
+    """A change as a headline says it, within ``room``: the first clause of its own short form
+    or of its explanation, and why an accepted change counts again (never an alert without
+    its reason: ``changed again since accepted``, ``acceptance expired …``)."""
+    text = first_clause(change.headline or change.explanation)
+    if not change.lapsed:
+        return cut(text, room)
+    lapsed = change.lapsed.split(" (", 1)[0]
+    return cut(text, room - len(lapsed) - 3) + " — " + lapsed
 
 
 def first_clause(text: str) -> str:
@@ -69,11 +81,14 @@ def short_cause(text: str, room: int) -> str:
     """A change's explanation as one clause for a headline: up to its first sentence or its
     first "—" aside (the known-bad state, the KV arithmetic: the report's detail has them),
     cut at a word within ``room`` characters."""
-    clause = first_clause(text)
-    if len(clause) <= room:
-        return clause
-    cut = clause[: room - 1].rsplit(" ", 1)[0].rstrip(" ,;:")
-    return cut + "…"
+    return cut(first_clause(text), room)
+
+
+def cut(text: str, room: int) -> str:
+    """``text`` within ``room`` characters, cut at a word."""
+    if len(text) <= room:
+        return text
+    return text[: room - 1].rsplit(" ", 1)[0].rstrip(" ,;:") + "…"
 
 
 def note(change: Change) -> str:
