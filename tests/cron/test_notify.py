@@ -53,10 +53,13 @@ def test_what_a_hook_prints_is_bounded(tmp_path: Path) -> None:
     # the collector's memory does not grow with what it printed.
     dest = hook(tmp_path, "head -c 150000000 /dev/zero\nhead -c 150000000 /dev/zero | tr '\\0' x >&2\nexit 3\n")
     code = (
-        "import json, resource, sys\n"
+        "import json, sys\n"
         "from driftwatch.cron.notify import send\n"
         f"warning = send({dest!r}, {PAYLOAD!r}, attempts=1)\n"
-        "print(json.dumps([warning, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss]))\n"
+        # VmHWM, not ru_maxrss: after fork and exec, ru_maxrss keeps the peak of the process
+        # that forked (pytest's worker, grown large in a long run), not this interpreter's.
+        "hwm = [line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM:')]\n"
+        "print(json.dumps([warning, int(hwm[0])]))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     warning, max_rss_kib = json.loads(done.stdout)
