@@ -7,7 +7,9 @@ from collections.abc import Hashable, Sequence
 
 from driftwatch.facts import fmt
 
-_DIGEST = re.compile(r"[0-9a-f]{32,}")
+# A digest, alone or inside a value ("nvidia/nccl/lib/libnccl.so.2 a7f4c0de…"): shortened as
+# diff shows it, a GNU build-id (SHA-1, 40 hex) to 8 characters, a longer digest to 12.
+_DIGEST = re.compile(r"(?<![0-9a-f])[0-9a-f]{32,}(?![0-9a-f])")
 MAX_HOSTS_NAMED = 4
 
 
@@ -17,9 +19,14 @@ def show(value: Hashable) -> str:
         return "absent"
     if isinstance(value, tuple):
         return ", ".join(show(v) for v in value) if value else "none"
-    if isinstance(value, str) and _DIGEST.fullmatch(value):
-        return value[:12] + "…"
+    if isinstance(value, str):
+        value = _DIGEST.sub(_short_digest, value)
     return fmt.value(value)
+
+
+def _short_digest(found: re.Match[str]) -> str:
+    digest = found.group()
+    return digest[: 8 if len(digest) == 40 else 12] + "…"
 
 
 def hosts_text(hosts: Sequence[str]) -> str:
