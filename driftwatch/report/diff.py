@@ -221,13 +221,28 @@ def render_markdown(result: DiffResult, *, show_ignored: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+# What Markdown (CommonMark with GitHub's tables and strikethrough) could read as syntax in
+# inline text, and only that: code spans, emphasis, links, HTML, entities. Intraword
+# underscores (pip_check, NCCL_P2P_DISABLE), parentheses, "#" and "+" mid-line, and a
+# backslash before a letter are plain text there, so they stay as they are.
+_MD_ALWAYS = re.compile(
+    r"[`*\[\]<]"  # code spans, emphasis, links, HTML and autolinks
+    r"|\\(?=[!-/:-@\[-`{-~]|$)"  # a backslash that would escape what follows (or our closing mark)
+    r"|(?<![^\W_])_|_(?![^\W_])"  # an underscore beside no letter or digit: it could open or close emphasis
+    r"|(?<=\S)~"  # a tilde that could close a strikethrough (one after a space cannot)
+    r"|&(?=#?[A-Za-z0-9]+;)"  # an entity: "&lt;" stays those four characters
+    r"|^[#>+=-]"  # block syntax, where the text starts a line
+)
+_MD_LIST = re.compile(r"^(\d+)([.)])(?=\s|$)")  # "1. " or "1) " starting a line is a list item
 
 
 def md_text(text: object) -> str:
-    """Host text printed literally in Markdown: no links, HTML or emphasis from a host."""
-    return _MD_SPECIAL.sub(r"\\\1", clean(text))
+    """Host text printed literally in Markdown: no links, HTML, code or emphasis from a host,
+    and no backslash where Markdown would read the character as text anyway."""
+    escaped = _MD_ALWAYS.sub(lambda found: "\\" + found.group(), clean(text))
+    return _MD_LIST.sub(r"\1\\\2", escaped)
 
 
 def md_cell(text: object) -> str:
-    return md_text(text).replace("\n", " ")
+    """``md_text`` for a table cell, where ``|`` ends the cell."""
+    return md_text(text).replace("|", "\\|").replace("\n", " ")

@@ -177,8 +177,8 @@ def test_one_new_ecc_error_reads_singular_and_markdown_names_the_gpu() -> None:
     assert "GPU 0 (H200, 00000000:83:00.0) has 1 new uncorrected ECC error (0 → 1)" in ecc.explanation
     markdown = render_markdown(result)
     assert GPU0 not in markdown  # people read "GPU 0 (H200, bus)", not UUIDs
-    assert "| GPU 0 \\(H200, 00000000:83:00.0\\) |" in markdown
-    assert "| GPU 0 \\(H200, 00000000:83:00.0\\), pid 10291 |" in markdown
+    assert "| GPU 0 (H200, 00000000:83:00.0) |" in markdown  # parentheses are text in Markdown: not escaped
+    assert "| GPU 0 (H200, 00000000:83:00.0), pid 10291 |" in markdown
 
 
 def test_cloned_images_share_a_machine_id_but_are_different_hosts() -> None:
