@@ -163,6 +163,9 @@ class _Walk:
         history.steps.append(Step(Moment.of(before), Moment.of(after), changes, skipped))
 
 
+RECOVERY = "recovery: "  # how a recovery's explanation starts (a report marks the old value as the bad one)
+
+
 def recoveries(result: DiffResult, gone: list[Finding]) -> DiffResult:
     """A drift change of a subject whose known-bad state went away (and that produced none):
     a recovery, low, ranked below what broke."""
@@ -173,6 +176,6 @@ def recoveries(result: DiffResult, gone: list[Finding]) -> DiffResult:
         if healed and change.drift and not change.evidence and " — known-bad state (" not in change.explanation:
             why = "; ".join(f"{f.rule}: {f.why}" for f in healed)
             change = replace(change, severity=Severity.low,
-                             explanation=f"recovery: {change.explanation} — known-bad state gone ({why})")
+                             explanation=f"{RECOVERY}{change.explanation} — known-bad state gone ({why})")
         changes.append(change)
     return replace(result, changes=changes)

@@ -208,3 +208,18 @@ def test_html_matrix_of_hosts_snapshotted_now(config: Path, capsys: pytest.Captu
     for fact in ("driver", "gpu-count", "torch", "sglang"):
         assert len({cells[h, fact].text for h in ("gpu01", "gpu02", "gpu03")}) == 1, fact
         assert cells["gpu01", fact].text not in ("", "—"), fact
+
+
+def test_a_known_bad_state_every_host_holds_is_said_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = three_hosts(tmp_path, "evil")
+    store = SnapshotStore(tmp_path / "snapshots")
+    for n in (1, 2, 3):  # every host now has an sgl-kernel off sglang's pin
+        facts = baseline()
+        facts["system"].update(hostname=f"node{n}", boot_id=f"b{n}")
+        dists(facts)["sgl-kernel"]["version"] = "0.3.17"
+        store.save(make_snapshot(host=f"gpu0{n}", **facts).model_copy(update={"taken_at": utcnow()}))
+    code, out, _ = fleet(capsys, config, "rack")
+    assert code == 0 and out.count("unmet-requirement") == 1, out
+    assert " KNOWN-BAD (1) " in out and "unmet-requirement on every host (3): sglang 0.5.6 requires sgl-kernel" in out
+    code, out, _ = fleet(capsys, config, "rack", "--markdown")
+    assert out.count("sglang 0.5.6 requires sgl-kernel") == 1 and "| every host (3) | high |" in out

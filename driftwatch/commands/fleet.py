@@ -22,6 +22,7 @@ from driftwatch.fleet.compare import compare_gathered
 from driftwatch.fleet.headline import headline_facts
 from driftwatch.model import Snapshot, utcnow
 from driftwatch.report.diff import IGNORED_TITLE, SEVERITY_STYLE, ignored_summary, md_cell, md_text
+from driftwatch.report.fleet import shared_states
 from driftwatch.report.safe import clean
 from driftwatch.store import SnapshotStore
 from driftwatch.triage.apply import RuleUse
@@ -211,11 +212,13 @@ def print_terminal(console: Console, result: FleetResult, show_ignored: bool = F
         console.print(Text(f" {severity.value.upper()} ({len(groups[severity])}) ", style=SEVERITY_STYLE[severity]))
         for line in groups[severity]:
             console.print(Text("  " + clean(line)))
-    for host, found in result.known_bad.items():
+    states = shared_states(result)
+    if states:
         console.print()
-        console.print(Text(f" KNOWN-BAD on {clean(host)} ({len(found)}) ", style="bold red"))
-        for k in found:
-            console.print(Text(clean(f"  {k.severity.value:<8} {k.rule}: {k.why} [{k.evidence}]. Fix: {k.fix}")))
+        console.print(Text(f" KNOWN-BAD ({len(states)}) ", style="bold red"))
+    for shared in states:  # each state once, with where it holds: "every host (12)"
+        k = shared.state
+        console.print(Text(clean(f"  {k.severity.value:<8} {k.rule} on {shared.where}: {k.why} [{k.evidence}]. Fix: {k.fix}")))
     if show_ignored and result.ignored:
         console.print()
         console.print(Text(f" {IGNORED_TITLE} ({len(result.ignored)}) ", style="dim"))
@@ -241,9 +244,9 @@ def render_markdown(result: FleetResult, show_ignored: bool = False) -> str:
     ignored = _ignored_line(result, show_ignored)
     if ignored:
         lines += ["", f"_{md_text(ignored)}_"]
-    if result.known_bad:
-        lines += ["", "| host | severity | known-bad state | fix | reference |", "|---|---|---|---|---|"]
-        for host, found in result.known_bad.items():
-            lines += [f"| {md_cell(host)} | {k.severity.value} | {md_cell(k.why)} | {md_cell(k.fix)} | {md_cell(k.reference)} |"
-                      for k in found]
+    states = shared_states(result)
+    if states:
+        lines += ["", "| hosts | severity | known-bad state | fix | reference |", "|---|---|---|---|---|"]
+        lines += [f"| {md_cell(shared.where)} | {shared.state.severity.value} | {md_cell(shared.state.why)} | "
+                  f"{md_cell(shared.state.fix)} | {md_cell(shared.state.reference)} |" for shared in states]
     return "\n".join(lines) + "\n"

@@ -31,15 +31,17 @@ def diff_snapshots(old: Snapshot, new: Snapshot, *, options: DiffOptions | None 
     # Rules read facts only: the same facts on both sides hold the same findings (the
     # common cron case, an unchanged host), so nothing can be new and the rules need not run.
     found: list[Finding] = []
+    gone: list[Finding] = []
     after: Diagnosis | None = None
     if _facts(old) != _facts(new):
         rule_options = RuleOptions(focus=ctx.focus, version_rules=tuple(ctx.options.version_rules))
-        after = diagnose(new, rule_options)
-        changes, found = apply_findings(changes, diagnose(old, rule_options), after, (old, new))
+        before, after = diagnose(old, rule_options), diagnose(new, rule_options)
+        changes, found = apply_findings(changes, before, after, (old, new))
+        gone = after.not_covering(before.findings)
     ranked = said_once(rank_changes(relate(changes, new)), after.findings if after is not None else [])
     summary = summarize(ranked, old, new, ctx.different_hosts)
     summary["known_bad"] = len([f for f in found if f.severity is not Severity.info])
-    return DiffResult(changes=ranked, summary=summary, findings=found, after=after)
+    return DiffResult(changes=ranked, summary=summary, findings=found, after=after, gone=gone)
 
 
 def _facts(snapshot: Snapshot) -> dict[str, tuple[ProbeStatus, dict[str, Any]]]:

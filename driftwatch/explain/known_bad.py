@@ -87,9 +87,12 @@ def _appeared(finding: Finding, sides: tuple[Snapshot, Snapshot] | None) -> Chan
 def _vanished(finding: Finding, sides: tuple[Snapshot, Snapshot] | None) -> Change:
     category, item = finding.subjects[0]
     old, new = _values(category, item, sides)
-    text = f"known-bad state gone: {finding.why}"
+    text = f"{GONE}{finding.why}"
     severity = Severity.low if finding.severity is not NOTE else NOTE
     return Change(category, item, old, new, severity, text, rule=finding.rule)
+
+
+GONE = "known-bad state gone: "  # how a vanished state's own line starts
 
 
 def _values(category: str, item: str, sides: tuple[Snapshot, Snapshot] | None) -> tuple[Any, Any]:

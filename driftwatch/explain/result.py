@@ -21,6 +21,9 @@ class DiffResult:
     # New known-bad states that a person decided on with the changes that produced them
     # (accepted or ignored): shown with those changes, never a reason to exit 2 or alert.
     settled: list[Finding] = field(default_factory=list)
+    # Known-bad states the old snapshot held and the new does not (a report marks the old
+    # value of the change that ended one as the bad one); not part of the JSON form.
+    gone: list[Finding] = field(default_factory=list)
 
     @property
     def drift(self) -> bool:

@@ -1,11 +1,16 @@
 """The fleet as one HTML page: a matrix of hosts × facts with every outlier cell marked and
-its majority value on hover, then the findings as the terminal report lists them.
+its majority value on hover, then the findings as the terminal report lists them, then
+the known-bad states, each once with the hosts that hold it.
 
 Columns: the headline facts (``fleet/headline.py``) that any host has, then one per fact
 with a finding that no headline column stands for, in the findings' rank order. Cells of
 a headline column show each host's headline value; cells of a finding's column show the
 value the comparison saw. The matrix reads only the ``FleetResult`` and a small dict of
 headline facts per host, never the snapshots.
+
+The page never scrolls sideways (a 1400-pixel screen, an email client): the headline
+facts are one table, the other facts that differ follow in tables of at most
+``MATRIX_COLUMNS`` columns, each with the host column again, and long values wrap.
 """
 
 from __future__ import annotations
@@ -19,17 +24,20 @@ from driftwatch.fleet.compare import Finding
 from driftwatch.fleet.explain import show
 from driftwatch.fleet.headline import COLUMNS, column_of
 from driftwatch.report.diff import IGNORED_TITLE, ignored_summary
-from driftwatch.report.html.page import extra_fields, extra_sections, render
+from driftwatch.report.fleet import shared_states
+from driftwatch.report.html.page import StateRow, extra_fields, extra_sections, render, state_row
 
 # Finding.to_json's keys this page lays out; others are listed with the finding.
 FINDING_KEYS = frozenset({
     "category", "item", "fact", "severity", "explanation", "compared", "majority", "outliers", "values",
 })
-RESULT_KEYS = frozenset({"findings", "ignored", "summary"})
+RESULT_KEYS = frozenset({"findings", "ignored", "summary", "known_bad"})
 HEADLINE_KEYS = frozenset(c.key for c in COLUMNS)
 # A finding with how each host stands in it: host → ("outlier" | "agrees" | "split", value).
 Placed = tuple[Finding, dict[str, tuple[str, Hashable]]]
 UNCOMPARED = "not compared: its probe failed, or it is compared only with hosts that share what this depends on"
+# Fact columns per matrix table: beside the host column, each keeps ~100 px at 1400 px.
+MATRIX_COLUMNS = 11
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,15 @@ class Row:
     host: str
     odd: bool
     cells: list[Cell]
+
+
+@dataclass(frozen=True)
+class Part:
+    """One table of the matrix: some of its columns, every host's row."""
+
+    title: str
+    columns: list[Column]
+    rows: list[Row]
 
 
 @dataclass(frozen=True)
@@ -84,6 +101,21 @@ def matrix(result: FleetResult, headlines: Mapping[str, Mapping[str, str]]) -> t
         Row(host, host in odd, [_cell(host, found.get(key, []), headline(host, key)) for key in keys]) for host in hosts
     ]
     return _columns(keys, titles, found), rows
+
+
+def parts(columns: list[Column], rows: list[Row]) -> list[Part]:
+    """The matrix as tables that fit the page: the headline facts, then the other facts
+    that differ, ``MATRIX_COLUMNS`` at a time."""
+    headline = sum(column.key in HEADLINE_KEYS for column in columns)  # they come first
+    spans = [(0, headline)] if headline else []
+    spans += [(start, min(start + MATRIX_COLUMNS, len(columns))) for start in range(headline, len(columns), MATRIX_COLUMNS)]
+    found = []
+    for number, (start, end) in enumerate(spans):
+        title = "Headline facts" if start < headline else "Other facts that differ"
+        if start >= headline and len(spans) - bool(headline) > 1:
+            title += f" ({number + 1 - bool(headline)} of {len(spans) - bool(headline)})"
+        found.append(Part(title, columns[start:end], [Row(r.host, r.odd, r.cells[start:end]) for r in rows]))
+    return found
 
 
 def _columns(keys: list[str], titles: dict[str, str], found: dict[str, list[Placed]]) -> list[Column]:
@@ -157,6 +189,11 @@ def finding_groups(result: FleetResult, show_ignored: bool) -> list[tuple[str, s
     return found
 
 
+def state_rows(result: FleetResult) -> list[StateRow]:
+    """Each known-bad state once, with where it holds: "every host (12)" for a fleet-wide one."""
+    return [state_row(shared.state, shared.where) for shared in shared_states(result)]
+
+
 def render_fleet(
     result: FleetResult, headlines: Mapping[str, Mapping[str, str]] | None = None, *, show_ignored: bool = False
 ) -> str:
@@ -170,9 +207,9 @@ def render_fleet(
         headline=summary["headline"],
         hosts=list(summary["hosts"]),
         left_out=[(u["host"], u["error"]) for u in summary.get("unreachable", [])],
-        columns=columns,
-        rows=rows,
+        parts=parts(columns, rows),
         groups=finding_groups(result, show_ignored),
+        states=state_rows(result),
         notes=[ignored] if ignored else [],
         extras=extra_sections(result.to_json(), RESULT_KEYS),
     )

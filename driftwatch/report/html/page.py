@@ -25,6 +25,7 @@ from markupsafe import Markup
 from driftwatch import __version__
 from driftwatch.model import utcnow
 from driftwatch.report.safe import clean
+from driftwatch.rules.finding import Finding
 
 MAX_VALUE_CHARS = 600  # a cell stays readable; the JSON form has every value whole
 
@@ -63,6 +64,24 @@ def value_text(value: Any) -> str:
     else:
         text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 1] + "…"
+
+
+@dataclass(frozen=True)
+class StateRow:
+    """A known-bad state as a person reads it: the rule's internal keys (its subjects, its
+    key) stay in the JSON form."""
+
+    tone: str
+    rule: str
+    why: str
+    evidence: str  # observed or predicted
+    fix: str
+    reference: str
+    where: str  # the fleet's hosts that hold it, or the diff's changes that made it
+
+
+def state_row(state: Finding, where: str, tone: str | None = None) -> StateRow:
+    return StateRow(tone or state.severity.value, state.rule, state.why, state.evidence, state.fix, state.reference, where)
 
 
 def _cell(value: Any) -> str:

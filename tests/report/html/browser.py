@@ -10,6 +10,7 @@ Google's hosts at every start) and out of any profile but a fresh one.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -51,10 +52,12 @@ class Loaded:
     console: list[str]  # console messages: errors, warnings, CSP refusals
 
 
-def load(browser: str, page: Path, deadline_s: float = 120.0) -> Loaded:
+def load(browser: str, page: Path, deadline_s: float = 120.0, width: int | None = None) -> Loaded:
+    """``width``: the window's width in CSS pixels (Chromium's default otherwise)."""
+    size = [f"--window-size={width},900"] if width else []
     with tempfile.TemporaryDirectory(prefix="driftwatch-chromium-") as profile:
         process = subprocess.Popen(
-            [browser, *FLAGS, f"--user-data-dir={profile}", page.resolve().as_uri()],
+            [browser, *FLAGS, *size, f"--user-data-dir={profile}", page.resolve().as_uri()],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             start_new_session=True,  # its renderer and helpers are killed with it
         )
@@ -69,3 +72,31 @@ def load(browser: str, page: Path, deadline_s: float = 120.0) -> Loaded:
     assert dom.find_all("body"), f"chromium printed no document: {out[:500]!r} {err[-2000:]}"
     titles = dom.find_all("title")
     return Loaded(dom, titles[0].text if titles else "", [line for line in err.splitlines() if _CONSOLE.search(line)])
+
+
+# Laid out by the browser, read back by a script the test adds to its own copy of a page
+# (the page's CSP, which refuses every script, is left out of that copy): whether the page
+# or any box in it can scroll sideways, and which.
+_SIDEWAYS = """<script>
+const found = [];
+const page = document.documentElement;
+if (page.scrollWidth > page.clientWidth) found.push(`page ${page.scrollWidth}>${page.clientWidth}`);
+for (const box of document.querySelectorAll("body *")) {
+  const overflow = getComputedStyle(box).overflowX;
+  if ((overflow === "auto" || overflow === "scroll") && box.scrollWidth > box.clientWidth)
+    found.push(`${box.tagName.toLowerCase()}.${box.className} ${box.scrollWidth}>${box.clientWidth}`);
+}
+document.body.setAttribute("data-sideways", JSON.stringify(found));
+</script>"""
+
+
+def sideways(browser: str, html: str, folder: Path, name: str, width: int) -> list[str]:
+    """What scrolls sideways when ``html`` is opened in a window ``width`` pixels wide."""
+    measured = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", html)
+    assert "Content-Security-Policy" not in measured and "</body>" in measured
+    page = folder / f"{name}-{width}.html"
+    page.write_text(measured.replace("</body>", _SIDEWAYS + "</body>"), encoding="utf-8")
+    body = load(browser, page, width=width).dom.find("body")
+    assert "data-sideways" in body.attrs, "the measuring script did not run"
+    found: list[str] = json.loads(body.attrs["data-sideways"])
+    return found

@@ -1,5 +1,6 @@
 """`fleet --html`: hosts × facts, every outlier cell marked with its majority value on
-hover, no majority marked apart, and the findings listed as the terminal lists them."""
+hover, no majority marked apart, the findings listed as the terminal lists them, and
+each known-bad state said once with the hosts that hold it."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ from tests.diff.test_launch import SGLANG, processes
 from tests.fleet.builders import Edit, Facts, fleet, host_facts, kernel
 from tests.report.html.dom import Node, parse
 from tests.report.html.hostile import OUTLIERS, hostile_fleet
+from tests.rules.builders import SGLANG as RULES_SGLANG
+from tests.rules.builders import processes as rules_processes
+from tests.rules.builders import server
 
 
 def cells(root: Node, kind: str | None = None) -> dict[tuple[str, str], Node]:
@@ -22,7 +26,9 @@ def cells(root: Node, kind: str | None = None) -> dict[tuple[str, str], Node]:
 
 
 def headers(root: Node) -> list[str]:
-    return [th.text for th in root.find("table", "matrix").find("thead").find_all("th")]
+    """The matrix's column titles, table after table, each table's host column once."""
+    titles = [th.text for table in root.find_all("table", "matrix") for th in table.find("thead").find_all("th")]
+    return ["host", *(t for t in titles if t != "host")]
 
 
 def with_headlines(count: int, edits: dict[int, Edit]) -> str:
@@ -107,7 +113,7 @@ def test_a_host_whose_probe_failed_is_marked_there_and_not_compared_elsewhere() 
 
 def test_findings_listed_below_by_severity() -> None:
     root = parse(render_fleet(*hostile_fleet()))
-    sections = root.find_all("section", "group")
+    sections = [s for s in root.find_all("section", "group") if "states" not in s.classes]
     assert [s.find("h3").text for s in sections] == ["HIGH (3)", "MEDIUM (1)", "LOW (2)"]
     first = sections[0].find("tr", "finding")
     assert first.find("td", "hosts").text == "gpu02"
@@ -130,3 +136,49 @@ def test_hosts_left_out_are_named() -> None:
     result.summary["unreachable"] = [{"host": "gpu09", "error": "connection refused"}]
     subs = [p.text for p in parse(render_fleet(result, headlines)).find_all("p", "sub")]
     assert subs == ["compared: gpu01, gpu02, gpu03, gpu04, gpu05", "left out: gpu09 (connection refused)"]
+
+
+def p2p_disabled(facts: Facts) -> None:
+    facts["processes"] = rules_processes(server(*RULES_SGLANG, "--tp", "1", env={"NCCL_P2P_DISABLE": "1"}))
+
+
+def states(root: Node) -> list[tuple[str, str]]:
+    """(the state's rule, where it holds) for each row of the known-bad section."""
+    return [(r.find("span", "rule").text, r.find("td", "where").text) for r in root.find_all("tr", "state")]
+
+
+def test_a_fleet_wide_known_bad_state_is_said_once() -> None:
+    root = parse(with_headlines(5, {n: p2p_disabled for n in range(1, 6)}))
+    assert states(root) == [("nccl-p2p-disabled", "every host (5)")]
+    [section] = root.find_all("section", "states")
+    assert section.find("h2").text == "KNOWN-BAD (1)"
+    shown = " ".join(node.text for node in root.walk())
+    assert "subjects" not in shown and '[["env"' not in shown and not root.find_all("section", "extra")
+
+
+def test_a_known_bad_state_most_hosts_hold_names_the_ones_spared() -> None:
+    root = parse(with_headlines(5, {n: p2p_disabled for n in (1, 2, 4, 5)}))
+    assert states(root) == [("nccl-p2p-disabled", "every host but gpu03 (4 of 5)")]
+    root = parse(with_headlines(5, {2: p2p_disabled}))
+    assert states(root) == [("nccl-p2p-disabled", "gpu02")]
+
+
+def test_build_ids_are_shortened_as_diff_shows_them() -> None:
+    one, other = "a7f4c0de" * 5, "c0db1e55" * 5
+
+    def libraries(build: str) -> Edit:
+        def edit(facts: Facts) -> None:
+            lib = "/srv/venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2"
+            facts["libraries"] = {
+                "files": {lib: {"size": 1, "mtime": 1.0, "build_id": build, "soname": "libnccl.so.2", "error": None,
+                                "owners": {"nvidia-nccl-cu12": "2.27.3"}}},
+                "servers": {}, "servers_error": None, "interpreters": {"python3": {"libraries": [lib], "error": None}},
+                "system": [], "integrity": {}, "truncated": False,
+            }
+        return edit
+
+    root = parse(with_headlines(3, {1: libraries(one), 2: libraries(one), 3: libraries(other)}))
+    [cell] = cells(root, "outlier").values()
+    assert cell.text == "c0db1e55…" and cell.attrs["title"].endswith("c0db1e55… here, majority a7f4c0de… (2 of 3 hosts)")
+    page = " ".join([node.text for node in root.walk()] + [node.attrs.get("title", "") for node in root.walk()])
+    assert one not in page and other not in page

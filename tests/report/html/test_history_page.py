@@ -7,11 +7,13 @@ import copy
 
 from driftwatch.diff import DiffOptions
 from driftwatch.history import HistoryQuery, walk_history
-from driftwatch.model import utcnow
+from driftwatch.model import Snapshot, utcnow
 from driftwatch.report.html.history import render_history
 from driftwatch.triage.ignore import Ignoring
 from tests.diff.builders import SRT, baseline, make_snapshot
-from tests.report.html.dom import parse
+from tests.diff.test_launch import SGLANG, logs, processes
+from tests.report.html.dom import Node, parse
+from tests.seed import seed_log
 from tests.report.html.hostile import ALERT, FILE, PACKAGE, hostile_history
 
 
@@ -61,3 +63,21 @@ def test_a_history_without_changes_says_so() -> None:
     history = walk_history(states, HistoryQuery("gpu01", DiffOptions(), Ignoring([], {}, utcnow())))
     root = parse(render_history(history))
     assert not root.find_all("ol", "timeline") and "No step with changes." in root.text
+
+
+def test_a_recovery_marks_the_value_it_left_as_the_bad_one() -> None:
+    """Good (auto-detected 0.88), then `--mem-fraction-static 0.55` fails, then the flag is removed."""
+    def state(minutes: int, *flags: str, fails: bool) -> Snapshot:
+        fraction = float(flags[-1]) if flags else 0.88
+        return make_snapshot(minutes=minutes, processes=processes(*SGLANG, *flags), logs=logs(seed_log(fraction, fails=fails)))
+
+    history = walk_history([state(0, fails=False), state(60, "--mem-fraction-static", "0.55", fails=True),
+                            state(120, fails=False)], HistoryQuery("gpu01", DiffOptions(), Ignoring([], {}, utcnow())))
+    broke, fixed = parse(render_history(history)).find("ol", "timeline").find_all("li", "step")
+
+    def marks(step: Node) -> tuple[set[str], set[str]]:
+        [row] = [r for r in step.find_all("tr", "change") if r.find("td", "category").text == "launch-arg"]
+        return row.find("td", "old").classes & {"worse", "better"}, row.find("td", "new").classes & {"worse", "better"}
+
+    assert marks(broke) == ({"better"}, {"worse"})  # 0.55 broke it
+    assert marks(fixed) == ({"worse"}, {"better"})  # and leaving 0.55 is the recovery, not a regression
