@@ -94,8 +94,8 @@ def _one_file(path: str, old: Facts | None, new: Facts | None) -> Change | None:
         return Change(
             "file", path, o, n, Severity.medium if source else Severity.low, text, magnitude=1.0
         )
-    if old.get("mtime") != new.get("mtime"):
-        o, n = fmt.when_pair(old.get("mtime"), new.get("mtime"))
+    o, n = fmt.when_pair(old.get("mtime"), new.get("mtime"))
+    if o != n:  # mtimes that read the same to the microsecond (float noise) say nothing
         text = f"{path} edited and reverted, or touched — content identical (mtime {o} → {n})"
         return Change("file", path, o, n, Severity.info, text, context=True)
     if old.get("mode") != new.get("mode"):

@@ -19,19 +19,27 @@ def when(epoch: Any) -> str | None:
 
 
 def when_pair(old: Any, new: Any) -> tuple[str | None, str | None]:
-    """Two times for one sentence: to the second when the minute alone would read the same
-    (``11:03 → 11:03`` says nothing)."""
+    """Two times for one sentence, as precise as it takes to tell them apart: to the second
+    when the minute alone would read the same (``11:03 → 11:03`` says nothing), and to the
+    millisecond or microsecond when the second would too (a copy that kept whole seconds:
+    ``19:26:13.482 → 19:26:13.000``)."""
     o, n = when(old), when(new)
     if o is None or n is None or o != n:
         return o, n
-    return _precise(old), _precise(new)
+    for digits in (0, 3, 6):
+        o, n = _precise(old, digits), _precise(new, digits)
+        if o != n:
+            break
+    return o, n
 
 
-def _precise(epoch: Any) -> str | None:
+def _precise(epoch: Any, digits: int) -> str | None:
     try:
-        return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        moment = datetime.fromtimestamp(epoch, timezone.utc)
     except (OverflowError, OSError, ValueError, TypeError):
         return None
+    fraction = "." + f"{moment.microsecond:06d}"[:digits] if digits else ""  # cut, as clocks read
+    return moment.strftime("%Y-%m-%d %H:%M:%S") + fraction + " UTC"
 
 
 def gib(mib: float) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -144,7 +145,8 @@ def test_a_hostile_answer_is_data_in_the_terminal_markdown_html_and_chat(capital
     now = flipped(capital, 5, hostile, -0.4, -1.5)
     result = diff(server(capital=[capital]), server(capital=[now]))
     markdown = render_markdown(result)
-    assert "\x1b" not in markdown and "\x07" not in markdown and "<script>" not in markdown
+    assert "\x1b" not in markdown and "\x07" not in markdown
+    assert "\\<script>" in markdown and not re.search(r"(?<!\\)<", markdown)  # each "<" escaped: text, not HTML
     page = render_diff(result)
     assert "<script>alert(1)</script>" not in page and "&lt;script&gt;" in page
     assert "<!channel>" not in chat_text(result.summary["most_likely_cause"])

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from driftwatch.diff import Severity
-from tests.diff.builders import SRT, diff_after
+from tests.diff.builders import SRT, baseline, diff_after
 
 ARGS = f"{SRT}/server_args.py"
 
@@ -71,3 +71,16 @@ def test_a_truncated_walk_does_not_report_unlisted_files_as_removed() -> None:
         "2 files listed on one side only not compared (the new walk stopped early: more files matched than max_files = 1)"
     )
     assert not any("deleted" in c.explanation for c in changes)
+
+
+def test_a_touch_within_the_second_says_what_differs() -> None:
+    """Copied onto another host by a tool that kept whole seconds: the times differ below the second."""
+    mtime = baseline()["files"]["files"][ARGS]["mtime"]  # 2026-02-19 10:00:00 UTC
+    change = diff_after(lambda f: f["files"]["files"][ARGS].update(mtime=mtime + 0.482)).changes[0]
+    assert change.explanation.endswith("(mtime 2026-02-19 10:00:00.000 UTC → 2026-02-19 10:00:00.482 UTC)")
+    assert (change.old, change.new) == ("2026-02-19 10:00:00.000 UTC", "2026-02-19 10:00:00.482 UTC")
+
+
+def test_mtimes_that_read_the_same_to_the_microsecond_are_no_change() -> None:
+    mtime = baseline()["files"]["files"][ARGS]["mtime"]
+    assert diff_after(lambda f: f["files"]["files"][ARGS].update(mtime=mtime + 1e-7)).changes == []
