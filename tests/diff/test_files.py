@@ -83,4 +83,6 @@ def test_a_touch_within_the_second_says_what_differs() -> None:
 
 def test_mtimes_that_read_the_same_to_the_microsecond_are_no_change() -> None:
     mtime = baseline()["files"]["files"][ARGS]["mtime"]
-    assert diff_after(lambda f: f["files"]["files"][ARGS].update(mtime=mtime + 1e-7)).changes == []
+    jitter = mtime + 3e-7  # the next float up: another value, the same microsecond
+    assert jitter != mtime
+    assert diff_after(lambda f: f["files"]["files"][ARGS].update(mtime=jitter)).changes == []
