@@ -205,3 +205,15 @@ def test_deadline_over_ssh_bounds_the_check_and_nothing_is_left_on_the_target(ss
     [stored] = (tmp_path / "snapshots" / "testhost").glob("*.json")
     probes = json.loads(stored.read_text())["probes"]
     assert probes["gpu"]["status"] == "timeout" and probes["system"]["status"] == "ok"
+
+
+def test_a_node_that_cannot_be_checked_is_said_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """stdout carries the line the scheduler reads; stderr (slurmd's log) does not repeat it."""
+    config = tmp_path / "driftwatch.toml"
+    config.write_text(f'store = "{tmp_path / "snapshots"}"\n[hosts.gpu01]\naddress = "root@127.0.0.1:1"\n')
+    capsys.readouterr()
+    assert main(["check", "gpu01", "--nhc", "--config", str(config)]) == 1
+    out, err = capsys.readouterr()
+    assert out.startswith("ERROR: driftwatch: could not check: ") and out.count("\n") == 1, out
+    reason = out.removeprefix("ERROR: driftwatch: could not check: ").strip()
+    assert reason and reason not in err, err

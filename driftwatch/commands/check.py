@@ -291,7 +291,9 @@ def _print(outcomes: list[CheckOutcome], form: str, request: CheckRequest) -> No
     quiet = request.quiet
     err = stderr_console()
     for outcome in outcomes:
-        for message in ([outcome.error] if outcome.error else []) + outcome.warnings:
+        # --nhc's one line already says why the node could not be checked: not again on stderr.
+        said = [outcome.error] if outcome.error and form != "nhc" else []
+        for message in said + outcome.warnings:
             err.print(Text(clean(host_message(outcome.host, message)), style="red"))
     if form == "json":
         print_json([_json(o) for o in outcomes])
