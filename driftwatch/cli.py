@@ -62,6 +62,7 @@ CanaryOpt = Annotated[bool, typer.Option("--canary", help="Also run the output c
 HtmlOpt = Annotated[Optional[str], typer.Option("--html", metavar="FILE", help="Also write the report as one self-contained HTML page (no script, nothing fetched: opens from an email attachment).")]
 PerfOpt = Annotated[bool, typer.Option("--perf", help="Also measure what the host delivers (opt-in perf probe: CPU GEMM and copy everywhere; on idle GPUs bf16/fp8 GEMM, HBM, host<->device, one NCCL all-reduce), within [watch] perf_timeout (60 s). Busy GPUs (a compute process, > 1 GiB used, > 5% busy) or MIG are refused, never touched.")]
 MIN_SECONDS, MAX_SECONDS = 0.1, 86400.0  # MAX_SECONDS: config.MAX_SECONDS (not imported: pydantic is slow to load)
+DEFAULT_TIMEOUT_S = 10.0  # the config's `timeout` unless set (config.Config.timeout, not imported either)
 MAX_KEEP_DAYS = 36500.0
 
 
@@ -70,6 +71,14 @@ def _seconds(value: float | None) -> float | None:
     if value is not None and not MIN_SECONDS <= value <= MAX_SECONDS:
         raise typer.BadParameter(f"{value:g} is not a number of seconds from {MIN_SECONDS:g} to {MAX_SECONDS:g}")
     return value
+
+
+def _timeout(when: str = "") -> Any:
+    """``--timeout`` as every command that takes it says it, with its default."""
+    return typer.Option(
+        "--timeout", metavar="SECONDS", callback=_seconds,
+        help=f"Per-probe deadline in seconds{when} (default: the config's timeout, {DEFAULT_TIMEOUT_S:g} unless set there).",
+    )
 
 
 SEVERITIES = ("critical", "high", "medium", "low", "info")  # diff.Severity (not imported: slow to load)
@@ -111,7 +120,7 @@ def snapshot(
     targets: Annotated[list[str], typer.Argument(metavar="TARGET", help="local, [user@]host[:port], an ssh alias, or a config host/group.", show_default=False)],
     label: Annotated[Optional[list[str]], typer.Option("--label", "-l", metavar="LABEL", help="Label the snapshot (repeatable), e.g. good.")] = None,
     json_out: JsonOpt = False,
-    timeout: Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", help="Per-probe deadline in seconds (default 10).", callback=_seconds)] = None,
+    timeout: Annotated[Optional[float], _timeout()] = None,
     parallel: Annotated[int, typer.Option("--parallel", metavar="N", help="Hosts collected at once.", min=1)] = 32,
     accept_new_host_key: Annotated[bool, typer.Option("--accept-new-host-key", help="Trust and save the key of a host not yet in known_hosts (a changed key is always refused).")] = False,
     perf: PerfOpt = False,
@@ -223,7 +232,7 @@ def check(
     markdown: Annotated[bool, typer.Option("--markdown", help="Markdown report.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only alerts: a new or different drift, or its resolution (cron mails once per real change).")] = False,
     all_: Annotated[bool, typer.Option("--all", help="Also list the changes the config's ignore rules hide (volatile readings are never drift in check).")] = False,
-    timeout: Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", help="Per-probe deadline in seconds.", callback=_seconds)] = None,
+    timeout: Annotated[Optional[float], _timeout()] = None,
     parallel: Annotated[int, typer.Option("--parallel", metavar="N", help="Hosts checked at once.", min=1)] = 32,
     accept_new_host_key: Annotated[bool, typer.Option("--accept-new-host-key", help="Trust and save the key of a host not yet in known_hosts.")] = False,
     fail_on: Annotated[str, typer.Option("--fail-on", metavar="SEVERITY", help="Exit 2 only for drift at least this severe: critical, high, medium, low or info (any drift).", callback=_severity)] = "info",
@@ -276,7 +285,7 @@ def fleet(
     json_out: JsonOpt = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Markdown, for pasting into an issue.")] = False,
     parallel: Annotated[int, typer.Option("--parallel", metavar="N", help="Hosts snapshotted at once (with --snapshot).", min=1)] = 32,
-    timeout: Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", help="Per-probe deadline in seconds (with --snapshot).", callback=_seconds)] = None,
+    timeout: Annotated[Optional[float], _timeout(", with --snapshot")] = None,
     all_: Annotated[bool, typer.Option("--all", help="Also list the findings the config's ignore rules hide. With no TARGET every host in the store is compared anyway, so `fleet --all --store s3://…` compares them all.")] = False,
     html: Annotated[Optional[str], typer.Option("--html", metavar="FILE", help="Also write a self-contained HTML page: a matrix of hosts × facts, every outlier cell marked, its majority value on hover.")] = None,
     config: ConfigOpt = None,
@@ -384,7 +393,7 @@ def doctor(
     targets: Annotated[list[str], typer.Argument(metavar="TARGET|REF", help="A host to snapshot now (and store), or a stored snapshot: HOST@LABEL, HOST@latest, HOST@~N, HOST@<timestamp prefix> or a file.", show_default=False)],
     json_out: JsonOpt = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Markdown, for pasting into an issue.")] = False,
-    timeout: Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", help="Per-probe deadline in seconds (for targets snapshotted now).", min=0.1)] = None,
+    timeout: Annotated[Optional[float], _timeout(" for targets snapshotted now")] = None,
     parallel: Annotated[int, typer.Option("--parallel", metavar="N", help="Hosts snapshotted at once.", min=1)] = 32,
     accept_new_host_key: Annotated[bool, typer.Option("--accept-new-host-key", help="Trust and save the key of a host not yet in known_hosts.")] = False,
     config: ConfigOpt = None,

@@ -133,3 +133,11 @@ def test_help_reads_like_a_man_page(capsys: pytest.CaptureFixture[str]) -> None:
     for command in ("show", "doctor"):  # every REF form, in every command that takes one
         assert main([command, "--help"]) == 0
         assert "HOST@<timestamp" in capsys.readouterr().out, command
+
+
+def test_every_command_that_takes_timeout_says_its_default(capsys: pytest.CaptureFixture[str]) -> None:
+    for command in ("snapshot", "check", "fleet", "doctor"):
+        assert main([command, "--help"]) == 0
+        text = " ".join(capsys.readouterr().out.split())  # as wrapped for any terminal width
+        assert "--timeout SECONDS Per-probe deadline in seconds" in text, command
+        assert "(default: the config's timeout, 10 unless set there)" in text, command

@@ -80,6 +80,7 @@ def test_the_cli_bounds_deadlines_as_the_config_does() -> None:
     from driftwatch import cli, config
 
     assert cli.MAX_SECONDS == config.MAX_SECONDS
+    assert cli.DEFAULT_TIMEOUT_S == config.Config.model_fields["timeout"].default  # what --help says
 
 
 def test_local_is_stored_under_the_configured_name() -> None:
