@@ -131,6 +131,9 @@ def _python(snapshot: Snapshot, focus: list[str]) -> Section:
         section.rows.append([key, f"Python {interp.get('version')}", str(interp.get("prefix") or "")])
         dists = as_dict(interp.get("distributions"))
         wanted = [n for n in focus if n in dists] + sorted(n for n in dists if n.startswith("nvidia-nccl-") and n not in focus)
+        if not wanted:  # a lone interpreter line would read as "nothing was read"
+            others = f"{fmt.plural(len(dists), 'other package')}; [watch] focus names the ones shown" if dists else ""
+            section.rows.append(["", "  no focus packages installed", others])
         for name in wanted:
             dist = as_dict(dists[name])
             section.rows.append(["", f"  {name}", f"{dist.get('version')}{_origin(dist, name, torch_builds.get(key))}"])

@@ -93,3 +93,16 @@ def test_containers_with_their_image_the_packages_inside_and_limits() -> None:
     assert "limits                      /dev/shm 64.0 MiB, CPU quota 1.5, memlock 8.0 MiB" in text
     assert "Server limits\ntrain.py  /dev/shm 16.0 GiB, memlock 8.0 MiB" in text
     assert "\x1b" not in text
+
+
+def test_an_interpreter_without_focus_packages_says_so() -> None:
+    facts = baseline()
+    interpreter = facts["python"]["interpreters"]["python3"]
+    interpreter["distributions"] = {"requests": interpreter["distributions"]["requests"]}
+    text = rendered(**facts)
+    lines = text.splitlines()
+    row = lines.index(next(line for line in lines if "Python 3.12.3" in line))
+    assert lines[row + 1].split() == ["no", "focus", "packages", "installed", "1", "other", "package;", "[watch]", "focus",
+                                      "names", "the", "ones", "shown"]
+    interpreter["distributions"] = {}
+    assert "no focus packages installed" in rendered(**facts)
