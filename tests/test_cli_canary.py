@@ -18,6 +18,7 @@ import pytest
 
 from driftwatch.cli import main
 from tests.llama import LlamaServer, model_file, new_server, require, requantized
+from tests.localhost import local_host
 
 PROMPTS = """
 [[canary.prompts]]
@@ -48,16 +49,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LlamaServ
 
 @pytest.fixture
 def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, served: tuple[LlamaServer, Path, Path]) -> Path:
+    """`local` as a GPU host (the fake nvidia-smi replaying an H200) that watches this server only."""
     server, _, _ = served
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    (tmp_path / "driftwatch.toml").write_text(
-        f'local_name = "node"\ntimeout = 30\n[watch]\nprocesses = ["--port {server.port}"]\n'
-        f"[canary]\nmax_tokens = 16\ndeadline = 300\nrequest_timeout = 120\n{PROMPTS}"
-    )
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
+    root = local_host(tmp_path, monkeypatch, watch=f'processes = ["--port {server.port}"]\n', local_name="node")
+    with (root / "driftwatch.toml").open("a") as config:
+        config.write(f"[canary]\nmax_tokens = 16\ndeadline = 300\nrequest_timeout = 120\n{PROMPTS}")
+    return root
 
 
 def test_a_model_file_swapped_under_the_server_is_found_by_check(
@@ -83,15 +80,21 @@ def test_a_model_file_swapped_under_the_server_is_found_by_check(
     code = main(["check", "local", "--canary", "--textfile", str(host / "prom")])
     out = capsys.readouterr().out
     assert code == 2, out
-    assert "; most likely cause: greedy output of " in out.splitlines()[0], out
+    # What broke first, then its cause: the weights under the path the server was started with.
+    headline = out.splitlines()[0]
+    assert headline.startswith("greedy output of ") and "; most likely cause: " in headline, out
     assert "canary prompts changed on --port" in out and "first divergence at token" in out
+    assert "smollm2.gguf weights: 1 of 1 weight files changed (smollm2.gguf: " in out, out
     prom = (host / "prom" / "driftwatch_node.prom").read_text()
     changed = next(line for line in prom.splitlines() if line.startswith("driftwatch_canary_changed{"))
     assert float(changed.rsplit(" ", 1)[1]) >= 1
 
     assert main(["diff", "node@good", "node@latest", "--json"]) == 2
-    [symptom] = [c for c in json.loads(capsys.readouterr().out)["changes"] if c["category"] == "canary"]
-    assert symptom["severity"] == "high" and symptom["new"]["kind"] == "changed"
+    changes = json.loads(capsys.readouterr().out)["changes"]
+    symptoms = [c for c in changes if c["category"] == "canary" and c["severity"] == "high"]
+    assert symptoms and all(c["new"]["kind"] == "changed" for c in symptoms)
+    [weights] = [c for c in changes if c["category"] == "file" and "weights:" in c["explanation"]]
+    assert weights["severity"] == "high"
 
 
 def test_canary_command_stores_a_canary_that_diff_compares(

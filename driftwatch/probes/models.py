@@ -8,6 +8,8 @@ of ``[watch] models``, ``scripts/models_collect.py`` records:
 * a local directory: sha256 of the small files that change behaviour (``SMALL_FILES``)
   and, for JSON, their top-level values (bounded), so a diff can name the key that
   changed; the name, size and mtime of each weight file, never read;
+* a local file (llama.cpp's and vLLM's ``--model x.gguf``): that one weight file, its name,
+  size and mtime, never read;
 * a hub id: the Hugging Face cache entry as huggingface_hub writes it
   (``<cache>/models--ORG--NAME/{blobs,refs,snapshots}``): the commit ``refs/main`` (or the
   server's ``--revision``) points to, and for each file of that snapshot its blob name,

@@ -10,11 +10,13 @@ from typing import Any
 import pytest
 
 from driftwatch.collect import run_probe
+from driftwatch.explain import diff_snapshots
 from driftwatch.model import ProbeRecord, ProbeStatus
 from driftwatch.probes.base import ProbeContext
 from driftwatch.probes.models import ModelsProbe, classify, hub_cache
 from driftwatch.settings import WatchSettings
 from driftwatch.transport.local import LocalTransport
+from tests.diff.builders import make_snapshot
 from tests.hfcache import CONFIG, GENERATION, TEMPLATE, etag, model_files, repo_dir, write_revision
 from tests.seed import seed_log
 
@@ -89,6 +91,22 @@ def test_local_directory_hashes_small_files_and_never_reads_a_terabyte_of_weight
     assert sorted(weights) == [f"model-{i:05d}-of-00004.safetensors" for i in range(4)]
     assert {w["size"] for w in weights.values()} == {256 << 30}
     assert all(w["mtime"] and w["blob"] is None for w in weights.values())
+
+
+def test_a_single_gguf_file_is_the_model_and_its_replacement_is_a_weights_change(home: Path) -> None:
+    # llama.cpp's and vLLM's --model may be one .gguf file: the file is the weights.
+    gguf = home / "models" / "smollm2.gguf"
+    gguf.parent.mkdir()
+    gguf.write_bytes(b"GGUF" + b"\0" * 60)
+    first = record(models=[str(gguf)])
+    model = first.facts["models"][str(gguf)]
+    assert model["exists"] is True and model["error"] is None and model["kind"] == "local"
+    assert list(model["weights"]) == ["smollm2.gguf"] and model["weights"]["smollm2.gguf"]["size"] == 64
+    assert model["files"] == {} and first.facts["volatile"] == {"read": 0, "reused": 0}  # never read
+    gguf.write_bytes(b"GGUF" + b"\1" * 50)  # another quantization copied over the same path
+    second = record(previous=first.facts, models=[str(gguf)])
+    [change] = diff_snapshots(make_snapshot(models=first.facts), make_snapshot(minutes=60, models=second.facts)).changes
+    assert change.explanation == f"{gguf} weights: 1 of 1 weight files changed (smollm2.gguf: 64 B → 54 B)"
 
 
 def test_missing_model_and_missing_hub_entry_are_facts(home: Path) -> None:

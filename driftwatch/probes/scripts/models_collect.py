@@ -1,7 +1,8 @@
 # Runs ON THE TARGET under any python3 >= 3.6, stdlib only. Reads a JSON request on
-# stdin, prints one JSON document: for each model, local directory or Hugging Face hub
-# cache entry, the small files that change behaviour (sha256 or hub blob name, and for JSON
-# the top-level values) and the name and size of each weight file. Weights are never read;
+# stdin, prints one JSON document: for each model, local directory, single model file (a
+# GGUF) or Hugging Face hub cache entry, the small files that change behaviour (sha256 or
+# hub blob name, and for JSON the top-level values) and the name and size of each weight
+# file. Weights are never read;
 # a small file whose stat key (or hub blob) is unchanged is not read again. Paths never
 # pass through a shell.
 import fnmatch
@@ -79,11 +80,11 @@ def is_small(name, request):
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in request["small"])
 
 
-def describe_file(path, rel, request, known, counts):
-    """One small or weight file; None for anything else."""
+def describe_file(path, rel, request, known, counts, weight=False):
+    """One small or weight file (``weight``: whatever its name); None for anything else."""
     name = rel.rsplit("/", 1)[-1]
-    small = is_small(name, request)
-    if not small and not name.endswith(tuple(request["weights"])):
+    small = is_small(name, request) and not weight
+    if not small and not weight and not name.endswith(tuple(request["weights"])):
         return None
     entry = {"kind": "small" if small else "weight", "error": None}
     try:
@@ -183,10 +184,14 @@ def hub(model, request, known, counts, deadline):
 
 def local(model, request, known, counts, deadline):
     path = os.path.expanduser(model["path"])
+    if os.path.isfile(path):  # one weight file: a GGUF served by llama.cpp or vLLM, a checkpoint
+        name = printable(os.path.basename(path))
+        entry = describe_file(path, name, request, known, counts, weight=True)
+        return {"path": path, "exists": True, "files": {name: entry}, "truncated": None, "other_files": 0}
     out = {"path": path, "exists": os.path.isdir(path)}
     if not out["exists"]:
         if os.path.lexists(path):
-            out["error"] = "not a directory"
+            out["error"] = "neither a directory nor a file"
         return out
     out["files"], out["truncated"], out["other_files"] = walk(path, request, known, counts, deadline)
     return out
@@ -200,9 +205,10 @@ def main():
     for model in request["models"]:
         known = (request.get("known") or {}).get(model["key"]) or {}
         kind = model["kind"]
-        if kind == "auto":  # a server's model: a directory relative to its cwd, else a hub id
+        if kind == "auto":  # a server's model: a directory or file relative to its cwd, else a hub id
             candidate = os.path.join(model.get("cwd") or "", model["path"])
-            kind, model = ("local", dict(model, path=candidate)) if os.path.isdir(candidate) else ("hub", model)
+            on_disk = os.path.isdir(candidate) or os.path.isfile(candidate)
+            kind, model = ("local", dict(model, path=candidate)) if on_disk else ("hub", model)
         try:
             found = (local if kind == "local" else hub)(model, request, known, counts, deadline)
         except OSError as exc:
