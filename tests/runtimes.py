@@ -125,6 +125,7 @@ class Podman(Runtime):
             f'events_logfile_path = "{root}/events.log"\n'
         )
         self.env = {**os.environ, "CONTAINERS_CONF": str(conf)}
+        self.store = root / "root"
         # podman refuses a runroot longer than 50 characters (pytest's temp folders are).
         self.short = Path(f"/run/dw-{uuid.uuid4().hex[:8]}")
         self.short.mkdir()
@@ -149,6 +150,11 @@ class Podman(Runtime):
         subprocess.run([*self.base, "rm", "-a", "-f", "-t", "0"], env=self.env, capture_output=True, check=False)
         # Unmounts the store's overlay too, so the temp folder can be removed.
         subprocess.run([*self.base, "system", "reset", "-f"], env=self.env, capture_output=True, check=False)
+        # The overlay driver bind-mounts its own folder onto itself, and reset leaves that mount:
+        # without this, pytest cannot remove the temp folder and the mount outlives the run.
+        overlay = self.store / "overlay"
+        if os.path.ismount(overlay):
+            subprocess.run(["umount", "-l", str(overlay)], capture_output=True, check=False)
         shutil.rmtree(self.short, ignore_errors=True)
 
 
