@@ -249,6 +249,9 @@ def check(
     yet). Notifications go out when the drift is new or different, and once more when
     it is resolved. Accepted changes (see accept) and those the config's ignore rules
     name are shown but are not drift, until they expire or change again.
+
+    Retention: the host's previous snapshot is deleted when it is unlabelled and identical
+    to the new one, unless a command named it (HOST@<time>, HOST@~N) within the last day.
     """
     from pathlib import Path
 
@@ -435,7 +438,8 @@ def prune(
     config: ConfigOpt = None,
     store: StoreOpt = None,
 ) -> int:
-    """Delete old unlabelled snapshots. Labelled snapshots and each host's newest are never deleted."""
+    """Delete old unlabelled snapshots. Labelled snapshots, each host's newest, and those a
+    command named (HOST@<time>, HOST@~N) within the last day are never deleted."""
     from driftwatch.commands.manage import run_prune
 
     return run_prune(hosts or [], keep=keep, keep_days=keep_days, json_out=json_out, config_path=config, store_path=store)

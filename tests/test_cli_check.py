@@ -265,6 +265,25 @@ def test_unchanged_host_keeps_one_unlabelled_snapshot(gpu_host: Path) -> None:
     assert len(SnapshotStore("snapshots").paths("testhost")) == 3, "a real change must be kept"
 
 
+def test_a_snapshot_a_user_just_named_outlives_check_and_prune(
+    gpu_host: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The user diffs the last unchanged snapshot by its time; the next cron checks find the
+    # host unchanged again, and prune runs: the diff the user ran still runs.
+    assert check() == 0
+    store = SnapshotStore("snapshots")
+    [_, named] = store.paths("testhost")
+    ref = f"testhost@{named.name[:15]}"  # 20261202T035800: the timestamp prefix list shows
+    assert main(["diff", "testhost@good", ref]) == 0
+    for _ in range(3):
+        assert check() == 0
+    assert main(["prune", "--keep", "1"]) == 0
+    assert named in store.paths("testhost")
+    capsys.readouterr()
+    assert main(["diff", "testhost@good", ref]) == 0, capsys.readouterr().err
+    assert len(store.paths("testhost")) == 3  # the baseline, the named one and the newest
+
+
 def test_concurrent_checks_finish_with_one_alert(gpu_host: Path, hook: Hook) -> None:
     set_sgl_kernel(gpu_host, "0.3.17")
     argv = [sys.executable, "-m", "driftwatch", "check", "testhost", "--notify", hook.url]

@@ -11,6 +11,7 @@ from driftwatch.errors import UserError
 from driftwatch.model import Snapshot
 from driftwatch.store.backend import DEFAULT_MAX_FILE_BYTES
 from driftwatch.store.local import read_file
+from driftwatch.store.named import note_named
 from driftwatch.store.names import is_timestamp_prefix, order_key
 from driftwatch.store.snapshots import SnapshotStore, StoredSnapshot, parse_snapshot
 
@@ -52,6 +53,15 @@ def resolve_ref(store: SnapshotStore, ref: str) -> StoredSnapshot:
     if "@" not in ref:
         raise UserError(_bare_host(store, ref))
     host, selector = parse_ref(ref)
+    stored = _resolve_in_store(store, ref, host, selector)
+    if selector not in ("latest", "~0") and not stored.snapshot.labels:
+        # HOST@<time> or HOST@~N names one snapshot that retention might delete next: it keeps
+        # what a user named lately (store/named.py). @latest and labels need no keeping.
+        note_named(store, host, stored.path)
+    return stored
+
+
+def _resolve_in_store(store: SnapshotStore, ref: str, host: str, selector: str) -> StoredSnapshot:
     paths = store.paths(host)
     name = _shown_host(store, host)
     if not paths:
