@@ -267,10 +267,6 @@ def test_compile_cache_reused_after_a_variable_its_key_does_not_cover_changed(
         "the server runs the graph built for the old value")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ranking: the env change 'VLLM_PP_LAYER_PARTITION=12,20 is now set' (env, high, run-config prior) outranks the "
-    "compile cache reused under it (file, medium), which says why the new value has no effect; the explain stage "
-    "should rank the cache line, which names the variable, with or above the env change it explains"))
 def test_compile_cache_reused_under_a_new_partition_ranks_first(
     vllm_server: VllmServer, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -138,7 +138,9 @@ def reused_compile_keys(ctx: DiffContext) -> list[Change]:
                     f"{said}: its recorded key factors (cache_key_factors.json) do not include "
                     f"{fmt.listing(sorted(missed), 2)}, so where that shapes the compiled graph the server runs the graph "
                     f"built for the old value (clear {where} or set VLLM_DISABLE_COMPILE_CACHE=1; vllm PR #14953)")
-            changes.append(Change("file", where, None, said, Severity.medium, text, magnitude=1.0))
+            # It says why the changed variables have no effect: it heads their changes.
+            changes.append(Change("file", where, None, said, Severity.medium, text, magnitude=1.0,
+                                  carries=tuple(("env", var) for var in sorted(missed))))
     return changes
 
 

@@ -92,8 +92,8 @@ class Change:
     # package inside a container image. Accepting the carrier accepts this change with it.
     part_of: tuple[tuple[str, str], ...] = ()
     # Keys of the changes this one explains as a whole and heads (an image moved under its
-    # reference: the packages inside it). Ranked above the first of them; accepting it
-    # accepts them.
+    # reference: the packages inside it; a compile cache reused under the variables its key
+    # misses: those variables' changes). Ranked above the first of them.
     carries: tuple[tuple[str, str], ...] = ()
     # An observed effect, not a cause: a server that stopped, new errors in its log, a probe
     # that now fails, changed canary answers, a slower GPU. A report heads with it; the
