@@ -20,18 +20,29 @@ in one run so machine noise hits both alike:
                 refuses to import): what --perf costs. Off (`snapshot`), nothing of the
                 probe is imported (tests/probes/test_perf.py), so it costs nothing
 
-After the runs, the libraries probe's counts of the first and the last snapshot show that
-an unchanged host is not read again.
+  system only   the snapshot with the system probe alone: what every snapshot pays before and
+                after its probes (interpreter start, imports, connect, the agent, the store)
+  @REV          (with --compare REV) the snapshot case with driftwatch as committed at REV,
+                its own store, in the same rounds: a change's before/after from one run
 
-Run:  python bench/bench_snapshot.py [--repeat N] [--cache-entries N]
-Prints medians in seconds and the ratios against `ssh true`, then what the caches,
-nccl_conf and models probes cost inside the snapshot (their own duration_s).
+Each case also gets the collector's CPU (the driftwatch process and what it waited for) and
+the host's (what the loopback sshd's sessions spent: shells, agent, probes). After the runs,
+where the time goes: every probe's duration_s; the connection, the agent's start and one
+command's round trip, measured in this process; and each command of one snapshot run
+alone over the agent (wall, and the target's CPU for it), the login shell among them. The
+libraries probe's counts of the first and the last snapshot show that an unchanged host
+is not read again.
+
+Run:  python bench/bench_snapshot.py [--repeat N] [--cache-entries N] [--compare REV]
+Prints medians in seconds and the ratios against `ssh true`, with the load average at the
+start and the end (the machine is shared: only ratios from one run mean much).
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import functools
 import hashlib
 import json
 import os
@@ -47,7 +58,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _loopback import precompile  # noqa: E402
+from _loopback import Timing, precompile, timed  # noqa: E402
 from tests.elfs import build_library  # noqa: E402
 from tests.sshd import Sshd, find_sshd, start_sshd  # noqa: E402
 from tests.venvs import make_gpu_venv  # noqa: E402
@@ -60,6 +71,12 @@ MAPPED_LIBRARIES = 20
 WITHOUT = (
     "import sys; from driftwatch.probes import registry; "
     "[registry.DEFAULT_PROBES.pop(n) for n in sys.argv.pop(1).split(',')]; "
+    "from driftwatch.cli import run; run()"
+)
+# `python -c ONLY a,b snapshot HOST`: the CLI with only those probes.
+ONLY = (
+    "import sys; from driftwatch.probes import registry; keep = sys.argv.pop(1).split(','); "
+    "[registry.DEFAULT_PROBES.pop(n) for n in list(registry.DEFAULT_PROBES) if n not in keep]; "
     "from driftwatch.cli import run; run()"
 )
 SERVER = """\
@@ -87,15 +104,6 @@ def start_server(work: Path, python: Path) -> tuple[subprocess.Popen[bytes], str
             raise SystemExit("the stand-in server did not start")
         time.sleep(0.05)
     return proc, f"server.py --model-path {model}"
-
-
-def timed(argv: list[str], cwd: Path) -> float:
-    started = time.perf_counter()
-    result = subprocess.run(argv, cwd=cwd, capture_output=True)
-    elapsed = time.perf_counter() - started
-    if result.returncode not in (0, 3):
-        raise SystemExit(f"{argv} failed ({result.returncode}): {result.stderr.decode()[-500:]}")
-    return elapsed
 
 
 STACK_PROBES = ("caches", "nccl_conf", "models")
@@ -184,7 +192,7 @@ def stack_costs(watch_lines: str, repeat: int) -> list[tuple[str, float, float, 
     return rows
 
 
-def setup(work: Path, cache_entries: int) -> tuple[dict[str, Path], Sshd, list[str], subprocess.Popen[bytes]]:
+def setup(work: Path, cache_entries: int, compare: str | None) -> tuple[dict[str, Path], Sshd, list[str], subprocess.Popen[bytes]]:
     server = start_sshd(work / "sshd", find_sshd() or sys.exit("sshd not installed"))
     server.fake_env()
     python = make_gpu_venv(work / "venv")
@@ -200,31 +208,58 @@ def setup(work: Path, cache_entries: int) -> tuple[dict[str, Path], Sshd, list[s
     common = f'ssh_config = "{server.ssh_config_path}"\nknown_hosts = "{server.known_hosts_path}"\n'
     folders = {"snapshot": (python, stack), "no stack": (python, NO_STACK), "cold stack": (python, stack),
                "slow probes": (slow_python, stack), **{f"-{area}": (python, stack) for area in FACT_AREAS},
-               "--perf": (python, stack)}
+               "--perf": (python, stack), "system only": (python, stack),
+               **({f"@{compare}": (python, stack)} if compare else {})}
     for case, (interp, extra) in folders.items():
-        folder = work / case.replace(" ", "-")
+        folder = work / _folder_name(case)
         folder.mkdir()
         (folder / "driftwatch.toml").write_text(
             f'{common}[watch]\npython = ["{interp}"]\nfiles = ["{src}/*.py"]\nprocesses = ["{pattern}"]\n{extra}')
     ssh_true = ["ssh", "-F", server.ssh_config_path, "testhost", "true"]
-    return {case: work / case.replace(" ", "-") for case in folders}, server, ssh_true, proc
+    return {case: work / _folder_name(case) for case in folders}, server, ssh_true, proc
+
+
+def _folder_name(case: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in case)
+
+
+def exported(rev: str, into: Path) -> dict[str, str]:
+    """driftwatch/ as committed at ``rev``, byte-compiled, and the environment that runs it."""
+    root = Path(__file__).resolve().parents[1]
+    into.mkdir()
+    archive = subprocess.run(["git", "-C", str(root), "archive", rev, "driftwatch"], check=True, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    import compileall
+
+    compileall.compile_dir(str(into / "driftwatch"), quiet=1)
+    env = {**os.environ, "PYTHONPATH": str(into)}
+    found = subprocess.run([sys.executable, "-c", "import driftwatch; print(driftwatch.__file__)"], env=env,
+                           capture_output=True, text=True, check=True).stdout.strip()
+    if not found.startswith(str(into)):
+        raise SystemExit(f"--compare: {found} is imported, not the tree of {rev}")
+    return env
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--cache-entries", type=int, default=10_000, help="entries per compile cache")
+    parser.add_argument("--compare", metavar="REV", help="also time the snapshot with driftwatch as committed at REV")
     args = parser.parse_args()
     precompile()
     snapshot = [sys.executable, "-m", "driftwatch", "snapshot", "testhost"]
+    print(f"load average at the start: {_load()}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
-        folders, server, ssh_true, proc = setup(Path(tmp), args.cache_entries)
+        folders, server, ssh_true, proc = setup(Path(tmp), args.cache_entries, args.compare)
+        compare_env = exported(args.compare, Path(tmp) / "compare") if args.compare else None
         costs = stack_costs(stack_fixture(Path(tmp) / "alone", args.cache_entries), args.repeat)
-        runs: dict[str, list[float]] = {"ssh true": [], **{case: [] for case in folders}}
+        runs: dict[str, list[Timing]] = {"ssh true": [], **{case: [] for case in folders}}
         probes: dict[str, dict[str, list[float]]] = {"snapshot": {}, "cold stack": {}}
         try:
-            measure(args.repeat, runs, probes, folders, server.workdir, ssh_true, snapshot)
+            measure(args.repeat, runs, probes, folders, server, ssh_true, snapshot, args.compare, compare_env)
             counts = library_counts(folders["snapshot"])
+            parts = connection_parts(server, args.repeat)
+            commands = command_costs(folders["snapshot"], args.repeat)
         finally:
             server.stop()  # never leave a listening sshd behind
             os.killpg(proc.pid, signal.SIGKILL)
@@ -235,41 +270,57 @@ def main() -> None:
     print(f"\n{'stack probe alone':<18} {'cold s':>7} {'cold CPU s':>11} {'warm s':>7} {'warm CPU s':>11}")
     for name, cold_wall, cold_cpu, warm_wall, warm_cpu in costs:
         print(f"{name:<18} {cold_wall:>7.3f} {cold_cpu:>11.3f} {warm_wall:>7.3f} {warm_cpu:>11.3f}")
+    print("\nin this process (paramiko imported), medians:")
+    for name, seconds in parts.items():
+        print(f"  {name:<40} {seconds:.3f} s")
+    print(f"\n{'each command of a snapshot, alone':<60} {'wall s':>7} {'target CPU s':>13}")
+    for name, (wall, cpu) in commands.items():
+        print(f"  {name:<58} {wall:>7.3f} {cpu:>13.3f}")
+    print(f"  {'(sum)':<58} {sum(w for w, _ in commands.values()):>7.3f} {sum(c for _, c in commands.values()):>13.3f}")
+    print(f"\nload average at the end: {_load()}")
+
+
+def _load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def measure(
-    repeat: int, runs: dict[str, list[float]], probes: dict[str, dict[str, list[float]]], folders: dict[str, Path],
-    sshd_dir: Path, ssh_true: list[str], snapshot: list[str],
+    repeat: int, runs: dict[str, list[Timing]], probes: dict[str, dict[str, list[float]]], folders: dict[str, Path],
+    server: Sshd, ssh_true: list[str], snapshot: list[str], compare: str | None, compare_env: dict[str, str] | None,
 ) -> None:
-    cases = ["ssh true", "snapshot", "no stack", "cold stack"]
+    cases = ["ssh true", "snapshot", "no stack", "cold stack", *([f"@{compare}"] if compare else [])]
+    ok = (0, 3)
     for round_ in range(repeat):  # alternating, the order rotating, so noise hits every case alike
-        _reset_env(sshd_dir, delay=None)
+        _reset_env(server.workdir, delay=None)
         for case in cases[round_ % len(cases):] + cases[: round_ % len(cases)]:
             if case == "ssh true":
-                runs[case].append(timed(ssh_true, folders["snapshot"]))
+                runs[case].append(timed(ssh_true, cwd=folders["snapshot"], server=server))
                 continue
             if case == "cold stack":
                 shutil.rmtree(folders[case] / "snapshots", ignore_errors=True)
-            runs[case].append(timed(snapshot, folders[case]))
+            env = compare_env if case.startswith("@") else None
+            runs[case].append(timed(snapshot, cwd=folders[case], env=env, ok=ok, server=server))
             if case in probes:
                 _probe_times(folders[case], probes[case])
         for area in FACT_AREAS:
             without = [sys.executable, "-c", WITHOUT, area, *snapshot[3:]]
-            runs[f"-{area}"].append(timed(without, folders[f"-{area}"]))
-        runs["--perf"].append(timed([*snapshot, "--perf"], folders["--perf"]))
-        _reset_env(sshd_dir, delay=2)
-        runs["slow probes"].append(timed(snapshot, folders["slow probes"]))
+            runs[f"-{area}"].append(timed(without, cwd=folders[f"-{area}"], ok=ok, server=server))
+        only = [sys.executable, "-c", ONLY, "system", *snapshot[3:]]
+        runs["system only"].append(timed(only, cwd=folders["system only"], ok=ok, server=server))
+        runs["--perf"].append(timed([*snapshot, "--perf"], cwd=folders["--perf"], ok=ok, server=server))
+        _reset_env(server.workdir, delay=2)
+        runs["slow probes"].append(timed(snapshot, cwd=folders["slow probes"], ok=ok, server=server))
+    _reset_env(server.workdir, delay=None)
 
 
 def _probe_times(folder: Path, into: dict[str, list[float]]) -> None:
-    """The stack probes' own duration_s, and the whole snapshot's, from the stored snapshot."""
+    """Every probe's own duration_s, and the whole snapshot's, from the stored snapshot."""
     latest = max((folder / "snapshots").rglob("*.json"), key=lambda p: p.stat().st_mtime)
     stored = json.loads(latest.read_text())
     into.setdefault("(whole snapshot)", []).append(stored["duration_s"])
-    for name in ("processes", *STACK_PROBES):
-        record = stored["probes"].get(name) or {}
+    for name, record in stored["probes"].items():
         into.setdefault(name, []).append(record.get("duration_s", float("nan")))
-        counts = (record.get("facts") or {}).get("volatile")
+        counts = (record.get("facts") or {}).get("volatile") if name in STACK_PROBES else None
         if counts:
             into.setdefault(f"{name} counts", []).append(counts)  # type: ignore[arg-type]
 
@@ -284,16 +335,137 @@ def library_counts(folder: Path) -> list[dict[str, int]]:
     return counts
 
 
-def report(runs: dict[str, list[float]], probes: dict[str, dict[str, list[float]]], repeat: int) -> None:
-    base = statistics.median(runs["ssh true"])
-    full = statistics.median(runs["snapshot"])
-    print(f"{'case':<12} {'median s':>9} {'× ssh true':>11}   (n={repeat}, {os.cpu_count()} cores)")
-    for name, values in runs.items():
-        median = statistics.median(values)
-        cost = f"   the {name[1:]} probe costs {full - median:+.3f} s" if name.startswith("-") and name != "--perf" else ""
-        print(f"{name:<12} {median:>9.3f} {median / base:>10.2f}×{cost}")
+def connection_parts(server: Sshd, repeat: int) -> dict[str, float]:
+    """What every snapshot pays before its first probe, timed in this process: the
+    connection (handshake, auth), a bare session channel running `true` (what each
+    command cost before the agent), the agent's start up to its hello (the one login
+    shell and python3 of a snapshot), one command on it, and one stdlib script forked."""
+    from driftwatch.transport.agent import Agent
+    from driftwatch.transport.base import DEFAULT_PYTHONS
+    from driftwatch.transport.ssh import SshTransport
+
+    rows: dict[str, list[float]] = {}
+
+    def note(name: str, started: float) -> None:
+        rows.setdefault(name, []).append(time.perf_counter() - started)
+
+    for _ in range(repeat):
+        started = time.perf_counter()
+        transport = SshTransport.connect("testhost", ssh_config_path=server.ssh_config_path, use_agent=False)
+        note("connect (TCP, handshake, auth)", started)
+        try:
+            paramiko_transport = transport._clients[0].get_transport()
+            assert paramiko_transport is not None
+            started = time.perf_counter()
+            channel = paramiko_transport.open_session()
+            channel.exec_command("true")
+            channel.recv_exit_status()
+            channel.close()
+            note("a session channel running `true`", started)
+            started = time.perf_counter()
+            agent = Agent.start(paramiko_transport, address="testhost", pythons=DEFAULT_PYTHONS, wait=10)
+            note("the agent: channel, login shell, python3, hello", started)
+            try:
+                started = time.perf_counter()
+                agent.run("true", timeout=5, stdin=None, max_output=1024, deadline=time.monotonic() + 10)
+                note("one command on the agent (`sh -c true`)", started)
+                started = time.perf_counter()
+                agent.run("false", timeout=5, stdin=None, max_output=1024, deadline=time.monotonic() + 10, python="pass")
+                note("one stdlib script in a fork of the agent", started)
+            finally:
+                agent.close()
+        finally:
+            transport.close()
+    return {name: statistics.median(values) for name, values in rows.items()}
+
+
+def command_costs(folder: Path, repeat: int) -> dict[str, tuple[float, float]]:
+    """Each command of one snapshot (the config of ``folder``, its last snapshot as the
+    previous one), run alone over the agent, probe after probe: wall time, and the target's
+    CPU for it (what the agent reaped, and the agent's own), medians."""
+    from driftwatch.collect import run_probe
+    from driftwatch.config import load_config, resolve_targets
+    from driftwatch.connect import open_transport
+    from driftwatch.probes.base import ProbeContext, Shared
+    from driftwatch.probes.registry import DEFAULT_PROBES
+
+    config = load_config(str(folder / "driftwatch.toml"))
+    target = resolve_targets(config, ["testhost"])[0]
+    latest = max((folder / "snapshots").rglob("*.json"), key=lambda p: p.stat().st_mtime)
+    previous = json.loads(latest.read_text())["probes"]
+    rows: dict[str, list[tuple[float, float]]] = {}
+    for _ in range(repeat):
+        transport = open_transport(target, config)
+        try:
+            metered = _Metered(transport, rows)
+            shared = Shared()
+            for name, probe in DEFAULT_PROBES.items():
+                metered.probe = name
+                facts = (previous.get(name) or {}).get("facts") or {}
+                run_probe(probe, ProbeContext(transport=metered, watch=target.watch, timeout=30,  # type: ignore[arg-type]
+                                              previous=facts, shared=shared))
+        finally:
+            transport.close()
+    return {name: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for name, v in rows.items()}
+
+
+class _Metered:
+    """The SSH transport, noting each command's wall time and the target's CPU for it."""
+
+    def __init__(self, transport: Any, rows: dict[str, list[tuple[float, float]]]) -> None:
+        self.name, self.probe, self._transport, self._rows = transport.name, "?", transport, rows
+        transport.run("true", timeout=10)  # the agent is up
+        self._stat = Path(f"/proc/{transport._agent.result().pid}/stat")
+
+    def _cpu(self) -> float:  # utime stime cutime cstime of the agent
+        fields = self._stat.read_text().rpartition(")")[2].split()
+        return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+    def run(self, script: str, **kw: Any) -> Any:
+        before, started = self._cpu(), time.perf_counter()
+        result = self._transport.run(script, **kw)
+        wall = time.perf_counter() - started
+        time.sleep(0.02)  # until the agent has reaped the command
+        name = f"{self.probe}: {_command_name(script, kw.get('python'), kw.get('stdin'))}"
+        self._rows.setdefault(name, []).append((wall, self._cpu() - before))
+        return result
+
+
+def _command_name(script: str, python: str | None, stdin: bytes | None) -> str:
+    """A short name for a probe's command: its collector script (forked by the agent, or
+    fed to an interpreter on stdin), or the command's first words."""
+    code = python if python is not None else (stdin or b"").decode("utf-8", "replace")
+    for name, text in sorted(_scripts().items(), key=lambda item: -len(item[1])):
+        if text[:300] in code and not name.startswith(("dists", "process_context", "elf_", "ld_")):
+            return f"{name} ({'forked by the agent' if python is not None else 'the configured python'})"
+    words = " ".join(script.split())
+    return words[:40] + ("…" if len(words) > 40 else "")
+
+
+@functools.cache
+def _scripts() -> dict[str, str]:
+    from driftwatch.probes.base import load_script
+
+    folder = Path(__file__).resolve().parents[1] / "driftwatch" / "probes" / "scripts"
+    return {path.name: load_script(path.name) for path in folder.glob("*.py")}
+
+
+def report(runs: dict[str, list[Timing]], probes: dict[str, dict[str, list[float]]], repeat: int) -> None:
+    def med(name: str, attr: str) -> float:
+        return statistics.median(getattr(t, attr) for t in runs[name])
+
+    base, full = med("ssh true", "wall"), med("snapshot", "wall")
+    print(f"{'case':<14} {'median s':>9} {'× ssh true':>11} {'collector CPU s':>16} {'host CPU s':>11}"
+          f"   (n={repeat}, {os.cpu_count()} cores)")
+    for name in runs:
+        median = med(name, "wall")
+        cost = f"   the {name[1:]} probe costs {full - median:+.3f} s" if name in {f"-{a}" for a in FACT_AREAS} else ""
+        print(f"{name:<14} {median:>9.3f} {median / base:>10.2f}× {med(name, 'cpu'):>16.3f} "
+              f"{med(name, 'remote_cpu'):>11.3f}{cost}")
     print(f"\n{'probe duration_s (median)':<28} {'snapshot':>9} {'cold stack':>11}")
-    for name in ("(whole snapshot)", "processes", *STACK_PROBES):
+    for name in probes["snapshot"]:
+        if name.endswith(" counts"):
+            continue
         warm, cold = (statistics.median(probes[case].get(name) or [float("nan")]) for case in ("snapshot", "cold stack"))
         print(f"{name:<28} {warm:>9.3f} {cold:>11.3f}")
     for case in ("snapshot", "cold stack"):
