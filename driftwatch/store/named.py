@@ -16,15 +16,12 @@ from datetime import datetime, timedelta
 from driftwatch.errors import StoreError
 from driftwatch.model import utcnow
 from driftwatch.store.backend import Location
+from driftwatch.store.names import file_name
 from driftwatch.store.snapshots import SnapshotStore
 
 STATE_NAME = ".named.json"
 KEEP_NAMED = timedelta(days=1)
 MAX_ENTRIES = 64  # the newest this many names are kept: the file stays small
-
-
-def _name(location: Location) -> str:
-    return str(location).rsplit("/", 1)[-1]
 
 
 def named_times(store: SnapshotStore, host: str) -> dict[str, datetime]:
@@ -41,7 +38,7 @@ def note_named(store: SnapshotStore, host: str, location: Location) -> None:
     """Record that a user named ``location`` now; never fails the command."""
     try:
         times = named_times(store, host)
-        times[_name(location)] = utcnow()
+        times[file_name(location)] = utcnow()
         newest = sorted(times.items(), key=lambda item: item[1], reverse=True)[:MAX_ENTRIES]
         store.write_state(host, STATE_NAME, json.dumps({k: v.isoformat() for k, v in newest}).encode())
     except (StoreError, OSError):
@@ -55,4 +52,4 @@ def recently_named(store: SnapshotStore, host: str, now: datetime | None = None)
 
 
 def is_kept(names: set[str], location: Location) -> bool:
-    return _name(location) in names
+    return file_name(location) in names

@@ -56,6 +56,11 @@ def snapshot_stem(taken_at: datetime) -> str:
     return taken_at.strftime(STAMP_FORMAT)
 
 
+def file_name(location: object) -> str:
+    """The last part of a snapshot's location: a local path or an object store's URL."""
+    return str(location).rsplit("/", 1)[-1]
+
+
 def is_snapshot_name(name: str) -> bool:
     """Dot files are ours but not snapshots: locks, alert state, temp files."""
     return name.endswith(SUFFIX) and not name.startswith(".")

@@ -12,7 +12,7 @@ from driftwatch.model import Snapshot
 from driftwatch.store.backend import DEFAULT_MAX_FILE_BYTES
 from driftwatch.store.local import read_file
 from driftwatch.store.named import note_named
-from driftwatch.store.names import is_timestamp_prefix, order_key
+from driftwatch.store.names import file_name, is_timestamp_prefix, order_key
 from driftwatch.store.snapshots import SnapshotStore, StoredSnapshot, parse_snapshot
 
 
@@ -76,7 +76,7 @@ def _resolve_in_store(store: SnapshotStore, ref: str, host: str, selector: str) 
     # Labels cannot look like timestamps (validate_label), so a timestamp is never shadowed.
     if is_timestamp_prefix(selector):
         prefix = re.sub(r"[-:]", "", selector)
-        matching = [p for p in paths if order_key(_name(p))[0].startswith(prefix)]
+        matching = [p for p in paths if order_key(file_name(p))[0].startswith(prefix)]
         stored = next(store.readable(reversed(matching)), None)
         if stored is not None:
             return stored
@@ -104,10 +104,6 @@ def _bare_host(store: SnapshotStore, word: str) -> str:
 def _shown_host(store: SnapshotStore, host: str) -> str:
     name = store.name_of(host)
     return repr(host) if name == host else f"{host!r} (stored as {name!r})"
-
-
-def _name(location: object) -> str:
-    return str(location).rsplit("/", 1)[-1]
 
 
 def _skipped(store: SnapshotStore, host: str) -> str:
