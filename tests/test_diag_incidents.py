@@ -149,14 +149,19 @@ class VllmServer:
             "vllm/__init__.py": "", "vllm/envs.py": envs, "vllm/entrypoints/__init__.py": "",
             "vllm/entrypoints/openai/__init__.py": "", "vllm/entrypoints/openai/api_server.py": server})
 
-    def start(self, version: str, backend: str, **more_env: str) -> None:
+    def start(self, version: str, backend: str, *, shm: str | None = None, log: str = "", **more_env: str) -> None:
+        """Starts the server; ``shm``: in its own mount namespace with a /dev/shm of that size
+        (``mount -t tmpfs -o size=…``: what ``docker run --shm-size`` gives a container)."""
         self.stop()
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "VLLM_ATTENTION_BACKEND": "FLASHINFER",
                "HF_HOME": str(self.host.root / "hf"), "HOME": str(self.host.home), **more_env}
         argv = [str(self.host.python), "-m", "vllm.entrypoints.openai.api_server", "--model", "Qwen/Qwen3-8B",
                 "--served-model-name", self.name]
+        if shm is not None:
+            argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                    f'mount -t tmpfs -o size={shm} tmpfs /dev/shm && exec "$@"', "sh", *argv]
         self.process = subprocess.Popen(argv, env=env, cwd=self.host.root, start_new_session=True)
-        self.log.write_text(LOG.format(pid=self.process.pid, version=version, backend=backend))
+        self.log.write_text(LOG.format(pid=self.process.pid, version=version, backend=backend) + log)
         time.sleep(0.3)  # let it exec, so /proc shows its argv
 
     def stop(self) -> None:
@@ -272,3 +277,36 @@ def test_compile_cache_reused_under_a_new_partition_ranks_first(
 ) -> None:
     changes = reuse_compile_cache_under_a_new_partition(vllm_server, capsys)
     assert changes[0]["item"] == "~/.cache/vllm/torch_compile_cache"
+
+
+# --- 7 and 10. the limits the server runs under, and NCCL's own words -------------------------
+
+# What NCCL prints when its shared-memory transport cannot create a segment (NVIDIA/nccl #342,
+# #525): the call that failed, then the segment under /dev/shm it was creating.
+NCCL_SHM = ("(VllmWorker rank=0 pid=52) a1b2c3d4e5f6:52:52 [0] include/shm.h:28 NCCL WARN Call to "
+            "posix_fallocate failed : No space left on device\n"
+            "(VllmWorker rank=0 pid=52) a1b2c3d4e5f6:52:52 [0] include/shm.h:48 NCCL WARN Error while creating "
+            "shared memory segment /dev/shm/nccl-Ll2Iso (size 9637888)\n")
+
+
+def test_nccl_cannot_create_its_segments_after_the_server_got_a_smaller_dev_shm(
+    vllm_server: VllmServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("SKIPPED LOUDLY: needs root and unshare to give the server its own /dev/shm")
+    host = vllm_server.host
+    vllm_server.install("0.10.1", ENVS_0_10)
+    vllm_server.start("0.10.1", "FlashInfer", shm="16g")
+    host.snapshot("good")
+    # Restarted by a unit file that lost its --shm-size: 1 GiB, too small for 8 ranks' segments.
+    vllm_server.start("0.10.1", "FlashInfer", shm="1g", log=NCCL_SHM)
+    host.innocent_changes()
+    host.snapshot()
+    changes = host.diff(capsys)
+    symptom = next(c for c in changes if c["role"] == "symptom")
+    assert symptom["explanation"].endswith("NCCL WARN Call to posix_fallocate failed : No space left on device")
+    causes = [c for c in changes if c["role"] != "symptom"]
+    top = causes[0]
+    assert top["item"].endswith(" /dev/shm"), [c["explanation"] for c in causes[:3]]
+    assert "/dev/shm 16.0 GiB → 1.0 GiB" in top["explanation"]
+    assert top["explanation"].endswith("— the new error names /dev/shm")

@@ -128,9 +128,14 @@ def _error_key(error: Facts) -> tuple[Any, Any]:
 def _errors(where: str, old: Any, new: Any) -> list[Change]:
     seen = {_error_key(e) for e in old or [] if isinstance(e, dict)}
     fresh: dict[tuple[Any, Any], Facts] = {}
+    named: dict[tuple[Any, Any], list[str]] = {}
     for error in new or []:
         if isinstance(error, dict) and _error_key(error) not in seen:
             fresh.setdefault(_error_key(error), error)
+            # One failure said several ways (NCCL's "posix_fallocate failed", then the segment
+            # it could not create): the change is the first line, and names what all of them name.
+            kept = named.setdefault(_error_key(error), [])
+            kept += [name for name in _mentions(error) if name not in kept]
     changes = []
     for (kind, detail), error in fresh.items():
         count = error.get("count") or 1
@@ -140,7 +145,7 @@ def _errors(where: str, old: Any, new: Any) -> list[Change]:
         changes.append(Change("log", f"{where}: {kind}" + (f" ({detail})" if detail and detail != kind else ""), None,
                               error.get("message"), Severity.high,
                               f"new {kind} error in {where}{ranks}: {fmt.ends(error.get('message'))}",
-                              magnitude=float(len(CAUSE_ORDER) - order), symptom=True, mentions=_mentions(error),
+                              magnitude=float(len(CAUSE_ORDER) - order), symptom=True, mentions=tuple(named[(kind, detail)]),
                               headline=f"new {kind} error{ranks}: {fmt.ends(error.get('message'), 120)}"))
     return changes
 

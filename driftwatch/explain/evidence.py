@@ -11,12 +11,15 @@ what its diff module found in it (``Change.mentions``), weighted by how specific
 - 1: a plain word (five letters or more, not a word every error has).
 
 A change matches with the weight of the strongest name it carries (its item, label, values,
-the packages it is part of). A symptom may also name the categories its causes fall under
+the packages it is part of). A path is a name too: an error that names a file under a
+directory a change is about (``/dev/shm/nccl-XXXXXX`` under a server's ``/dev/shm``) ties
+that change at weight 2; the very path a change is about, at the path's own weight. A symptom may also name the categories its causes fall under
 (``Change.pulls``: a changed canary answer pulls kernels and caches) at weight 1.
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Iterable
 from fnmatch import fnmatchcase
@@ -40,6 +43,7 @@ COMMON = frozenset({
     "symbol", "import", "importerror", "valueerror", "runtimeerror", "assertionerror", "oserror",
     "usr", "site", "dist", "venv", "home", "root", "self", "init", "main",
 })
+PATH = re.compile(r"(?<![\w.])/[\w.+@-]+(?:/[\w.+@-]+)*")
 FILE_SUFFIX = re.compile(r"\.(?:py|pyc|so|abi3|cpython|log|json|txt)$")
 
 
@@ -78,8 +82,14 @@ def match_weight(change: Change, names: dict[str, int]) -> tuple[int, str]:
     best, which = 0, ""
     for own in change_names(change):
         for name, weight in names.items():
-            if weight > best and (own == name or len(own) >= 5 and name.startswith(own)):
-                best, which = weight, name
+            if own == name:
+                found = weight
+            elif own.startswith("/"):  # a directory the named path lies in (never "/" or "/dev")
+                found = min(weight, 2) if own.count("/") >= 2 and name.startswith(own + "/") else 0
+            else:
+                found = weight if len(own) >= 5 and name.startswith(own) else 0
+            if found > best:
+                best, which = found, own if own.startswith("/") else name
     return best, which
 
 
@@ -99,6 +109,7 @@ def change_names(change: Change) -> set[str]:
     raw += [str(value) for value in (change.old, change.new) if isinstance(value, str) and len(value) < 200]
     found: set[str] = set()
     for text in raw:
+        found.update(_key(path) for path in PATH.findall(text))
         for match in SONAME.finditer(text):
             found.add(_key(match.group(1)))
         for part in re.split(r"[\s/()\[\],:=]+", text):
@@ -110,5 +121,8 @@ def change_names(change: Change) -> set[str]:
 
 
 def _key(name: str) -> str:
-    """One spelling: case and the -_. separators do not tell names apart (sgl_kernel is sgl-kernel)."""
+    """One spelling: case and the -_. separators do not tell names apart (sgl_kernel is sgl-kernel);
+    a path is spelled as it is (normalized: no trailing slash, no ``..``)."""
+    if name.startswith("/"):
+        return posixpath.normpath(name)
     return normalize_name(name.strip("._-")).replace("-", "")

@@ -9,8 +9,10 @@ from driftwatch.diff import Change, Severity
 from driftwatch.explain import diff_snapshots
 from driftwatch.explain.evidence import match_weight, names_in
 from driftwatch.explain.rank import rank_changes
+from driftwatch.model import ProbeRecord, ProbeStatus
 from driftwatch.report.diff import headline
 from tests.diff.builders import GPU1, SRT, baseline, dist, dists, make_snapshot
+from tests.diff.test_containers import in_container, server_process, snapshot
 from tests.rules.builders import SGLANG, logs, processes, server
 
 Facts = dict[str, Any]
@@ -122,3 +124,31 @@ def test_a_package_installed_with_another_that_requires_it_says_it_was_pulled_in
     result = diff_snapshots(make_snapshot(**old), make_snapshot(minutes=60, **new))
     [torch] = [c for c in result.changes if c.item == "torch"]
     assert "installed with flashinfer-python 0.4.1 → 0.5.0, whose requirement torch==2.9.0 pulled it in" in torch.explanation
+
+
+# NCCL's shared-memory transport failing on a smaller /dev/shm (NVIDIA/nccl #342, #525): the
+# first line says what failed, the next names the segment it could not create under /dev/shm.
+NCCL_SHM = ("a1b2c3d4e5f6:52:52 [0] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device\n"
+            "a1b2c3d4e5f6:52:52 [0] include/shm.h:48 NCCL WARN Error while creating shared memory segment "
+            "/dev/shm/nccl-Ll2Iso (size 9637888)\n")
+
+
+def test_an_error_under_a_directory_ties_the_change_to_that_directory() -> None:
+    key = "sglang.launch_server@a"
+    procs = {key: server_process("/models/a", "a")}
+    old, new = in_container("a", shm=32 << 30), in_container("a", shm=1 << 30)  # --shm-size 1g, still too small
+    new["python"]["distributions"]["torch"] = dist("torch", "2.9.0+cu128")  # a decoy of higher severity
+    before, after = snapshot(0, procs, {key: old}), snapshot(60, procs, {key: new})
+    for side, text in ((before, STARTED), (after, STARTED + NCCL_SHM)):
+        side.probes["logs"] = ProbeRecord(status=ProbeStatus.ok, duration_s=0.1, facts=logs(text))
+    result = diff_snapshots(before, after)
+    causes = [c for c in result.drift_changes if not c.symptom]
+    assert causes[0].item == f"{key} /dev/shm", [c.explanation for c in causes[:3]]
+    assert causes[0].explanation.endswith("— the new error names /dev/shm")
+    assert result.summary["symptom"] == "new nccl error: NCCL WARN Call to posix_fallocate failed : No space left on device"
+    # A path is matched by its directories, never by a bare top level or a longer sibling name.
+    names = {"/dev/shm/nccl-XXXXXX": 3}
+    assert match_weight(Change("process", "s /dev/shm", 1, 2, Severity.low, ""), names) == (2, "/dev/shm")
+    assert match_weight(Change("process", "s /dev", 1, 2, Severity.low, ""), names) == (0, "")
+    assert match_weight(Change("process", "s /dev/sh", 1, 2, Severity.low, ""), names) == (0, "")
+    assert match_weight(Change("file", "/dev/shm/nccl-XXXXXX", 1, 2, Severity.low, ""), names) == (3, "/dev/shm/nccl-XXXXXX")
