@@ -97,7 +97,8 @@ class Runtime:
     def load(self, tar: Path) -> None:
         raise NotImplementedError
 
-    def run(self, name: str, model: str, env: dict[str, str], *, shm: int | None = None, cpus: float | None = None) -> None:
+    def run(self, name: str, model: str, env: dict[str, str], *, shm: int | None = None, cpus: float | None = None) -> int:
+        """Starts the container; the server's pid as the host sees it."""
         raise NotImplementedError
 
     def remove(self, name: str) -> None:
@@ -136,12 +137,13 @@ class Podman(Runtime):
     def load(self, tar: Path) -> None:
         _run([*self.base, "import", str(tar), self.ref], env=self.env)
 
-    def run(self, name: str, model: str, env: dict[str, str], *, shm: int | None = None, cpus: float | None = None) -> None:
-        flags = [f"--shm-size={shm}b" if shm else "", f"--cpus={cpus}" if cpus else ""]
+    def run(self, name: str, model: str, env: dict[str, str], *, shm: int | None = None, cpus: float | None = None,
+            more: tuple[str, ...] = ()) -> int:
+        flags = [f"--shm-size={shm}b" if shm else "", f"--cpus={cpus}" if cpus else "", *more]
         envs = [f"--env={k}={v}" for k, v in env.items()]
         _run([*self.base, "run", "-d", "--name", name, "--network", "none", *filter(None, flags), *envs, self.ref,
               *SERVER, "--model-path", model, "--tp", "8", "--port", "30000"], env=self.env)
-        wait_started(model)
+        return wait_started(model)
 
     def remove(self, name: str) -> None:
         _run([*self.base, "rm", "-f", "-t", "0", name], env=self.env)
@@ -186,12 +188,12 @@ class Docker(Runtime):
     def load(self, tar: Path) -> None:
         _run([*self.base, "import", str(tar), self.ref])
 
-    def run(self, name: str, model: str, env: dict[str, str], *, shm: int | None = None, cpus: float | None = None) -> None:
+    def run(self, name: str, model: str, env: dict[str, str], *, shm: int | None = None, cpus: float | None = None) -> int:
         flags = [f"--shm-size={shm}b" if shm else "", f"--cpus={cpus}" if cpus else ""]
         envs = [f"--env={k}={v}" for k, v in env.items()]
         _run([*self.base, "run", "-d", "--name", name, "--network", "none", *filter(None, flags), *envs, self.ref,
               *SERVER, "--model-path", model, "--tp", "8", "--port", "30000"])
-        wait_started(model)
+        return wait_started(model)
 
     def remove(self, name: str) -> None:
         _run([*self.base, "rm", "-f", name])
@@ -237,7 +239,7 @@ class Containerd(Runtime):
     def load(self, tar: Path) -> None:
         _run([*self.base, "images", "import", str(tar)])
 
-    def run(self, name: str, model: str, env: dict[str, str], *, shm: int | None = None, cpus: float | None = None) -> None:
+    def run(self, name: str, model: str, env: dict[str, str], *, shm: int | None = None, cpus: float | None = None) -> int:
         cid = uuid.uuid4().hex + uuid.uuid4().hex  # a new container id per start, as the kubelet makes
         pod_uid = str(uuid.uuid5(uuid.NAMESPACE_DNS, name))
         self.ids[name] = cid
@@ -252,7 +254,7 @@ class Containerd(Runtime):
               *(f"--label={k}={v}" for k, v in labels.items()), *(f"--annotation={k}={v}" for k, v in annotations.items()),
               *(f"--env={k}={v}" for k, v in env.items()), *filter(None, flags), self.ref, cid,
               *SERVER, "--model-path", model, "--tp", "8", "--port", "30000"])
-        wait_started(model)
+        return wait_started(model)
 
     def remove(self, name: str) -> None:
         cid = self.ids.pop(name)

@@ -16,6 +16,8 @@ containers are seen. Where a runtime cannot start here the test skips, saying wh
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +26,12 @@ from typing import Any
 import pytest
 
 from driftwatch.cli import main
+from driftwatch.collect import run_probe
+from driftwatch.model import ProbeStatus
+from driftwatch.probes.base import ProbeContext, collector_script, load_script
+from driftwatch.probes.containers import ContainersProbe, stack_facts
+from driftwatch.settings import WatchSettings
+from driftwatch.transport.local import LocalTransport
 from tests.rootfs import build_rootfs, image_tar, oci_archive
 from tests.runtimes import RUNTIMES, Runtime, Unavailable
 
@@ -124,3 +132,50 @@ def test_image_moved_under_its_tag_limits_and_two_servers_across_a_restart(
     assert latest["probes"]["libraries"]["facts"]["servers"] == {}  # not looked up on the host's filesystem
     rebuilt = [c for c in changes if "common_ops.so" in c["explanation"]]
     assert rebuilt and all("0.3.16 → 0.3.17" in c["explanation"] for c in rebuilt), [c["explanation"] for c in rebuilt]
+
+
+def test_a_container_in_its_own_user_namespace(
+    images: dict[str, dict[str, Path]], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """``podman run --uidmap``: the container's root is uid 100000 on the host. driftwatch as
+    root on the node reads the stack inside it; as any other user it cannot enter the
+    container's root, and says so for that server: never an image without packages."""
+    try:
+        podman = RUNTIMES["podman"](tmp_path_factory.mktemp("userns"))
+    except Unavailable as exc:
+        pytest.skip(f"SKIPPED LOUDLY: podman cannot run containers here: {exc}")
+    try:
+        model = f"/models/dwu-{uuid.uuid4().hex[:10]}"
+        podman.load(images["0.3.16"]["tar"])
+        pid = podman.run("sg-userns", model, {}, more=("--uidmap=0:100000:65536", "--gidmap=0:100000:65536"))
+        assert Path(f"/proc/{pid}/uid_map").read_text().split() == ["0", "100000", "65536"]
+        assert Path(f"/proc/{pid}/status").read_text().count("\t100000\t") >= 1  # not root on the host
+
+        settings = WatchSettings(python=[], processes=[f"--model-path {model}"])
+        result = run_probe(ContainersProbe(), ProbeContext(transport=LocalTransport(), watch=settings, timeout=30))
+        assert result.status is ProbeStatus.ok, result.error
+        (server,) = result.facts["servers"].values()
+        assert server["container"]["runtime"] == "podman" and server["container"]["name"] == "sg-userns"
+        assert server["python"]["distributions"]["sgl-kernel"]["version"] == "0.3.16"
+        [ops] = [p for p in server["libraries"]["files"] if p.endswith("sgl_kernel/common_ops.so")]
+        assert server["libraries"]["files"][ops]["owners"] == {"sgl-kernel": "0.3.16"}
+
+        system_python = shutil.which("python3", path="/usr/bin:/bin")
+        if system_python is None:
+            pytest.skip("SKIPPED LOUDLY: no /usr/bin/python3 to run the collector as an unprivileged user")
+        request = {"modules": {"python": collector_script("python_collect.py"),
+                               "libraries": load_script("elf_identity.py") + "\n\n" + load_script("libraries_collect.py")},
+                   "budget_s": 10, "servers": [{"key": "k", "pid": pid, "argv": server_argv(pid), "env": {}}]}
+        nobody = subprocess.run([system_python, "-I", "-S", "-c", load_script("containers_collect.py")],
+                                input=json.dumps(request).encode(), capture_output=True, timeout=60, check=True,
+                                user=65534, group=65534, extra_groups=[], cwd="/")
+        [reason] = json.loads(nobody.stdout)["servers"].values()
+        assert reason["error"].startswith("cannot enter the container's root (")
+        assert reason["error"].endswith("): driftwatch needs root on the node")
+        assert stack_facts(reason) == {"python": {"error": reason["error"]}, "libraries": {"error": reason["error"]}}
+    finally:
+        podman.close()
+
+
+def server_argv(pid: int) -> list[str]:
+    return [w.decode() for w in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if w]

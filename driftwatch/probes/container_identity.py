@@ -119,8 +119,8 @@ def identify(context: dict[str, Any] | None) -> dict[str, Any] | None:
         found.update(runtime="podman" if podman else "cri-o", id=flag(shim, "-c", "--cid") or found["id"],
                      name=bounded(flag(shim, "-n", "--name")))
         found["evidence"].append("conmon")
-        if podman:
-            found["cli"] = {"tool": "podman", "args": _podman_args(exit_args)}
+        # CRI-O has no CLI of its own: crictl, where installed, finds its socket (crictl.yaml).
+        found["cli"] = {"tool": "podman", "args": _podman_args(exit_args)} if podman else {"tool": "crictl", "args": []}
     elif shim:
         namespace = flag(shim, "-namespace")
         found.update(runtime="docker" if namespace == "moby" else "containerd", namespace=bounded(namespace),

@@ -149,7 +149,7 @@ def container_facts(identity: dict[str, Any], answer: dict[str, Any] | None) -> 
     pod = identity.get("pod") or (_pod_from_labels(labels) if labels else None)
     ref = identity.get("image_ref") or cli_says.get("image_ref")
     image_id = cli_says.get("image_id") or identity.get("image_id")
-    image = images.get(image_id or "") or {}
+    image = images.get(image_id or "") or images.get(cli_says.get("image_query") or "") or {}
     digest = cli_says.get("image_digest") or (images.get(ref or "") or {}).get("digest")
     if identity.get("runtime") == "containerd" and digest and not image_id:
         image_id = digest  # containerd names an image by its manifest digest

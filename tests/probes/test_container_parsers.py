@@ -10,9 +10,17 @@ from typing import Any
 
 import pytest
 
+from driftwatch.probes.base import ProbeError
 from driftwatch.probes.container_identity import docker_host, identify, label, parse_cgroup
 from driftwatch.probes.containers import build, container_facts
-from driftwatch.probes.runtime_cli import parse_ctr_images, parse_ctr_info, parse_image_inspect, parse_inspect
+from driftwatch.probes.runtime_cli import (
+    parse_crictl_inspect,
+    parse_crictl_inspecti,
+    parse_ctr_images,
+    parse_ctr_info,
+    parse_image_inspect,
+    parse_inspect,
+)
 from driftwatch.probes.server_limits import (
     cpu_count,
     parse_cgroup_limits,
@@ -128,6 +136,52 @@ def test_ctr_outputs() -> None:
     assert info["labels"]["io.kubernetes.pod.name"] == "sglang-0"
     images = parse_ctr_images(text("ctr_images_ls.txt"))
     assert images["docker.io/lmsysorg/sglang:latest"].startswith("sha256:")
+
+
+K8S_ID = "abc123def4567890abc123def4567890abc123def4567890abc123def4567890"
+MANIFEST = "sha256:bdfcc2b9eaa729132df6344006797d529944dbea214b25aba8f8c40eda74064a"
+
+
+def test_crictl_outputs_for_one_id_several_and_older_streams() -> None:
+    one = parse_crictl_inspect(text("crictl_inspect.json"))[K8S_ID]
+    assert one["image_ref"] == "lmsysorg/sglang:latest"  # as the pod spec names it
+    assert one["image_digest"] == MANIFEST and one["image_id"].startswith("sha256:5e0f8c1d")
+    assert one["restart_count"] == 3 and one["started"].startswith("2026-12-01T22:14:16")
+    assert one["labels"]["io.kubernetes.pod.name"] == "sglang-0"
+    other = json.loads(text("crictl_inspect.json"))
+    other["status"].update(id="f" * 64, annotations={}, metadata={"attempt": 1, "name": "sidecar"})
+    del other["status"]["imageId"], other["status"]["image"]["userSpecifiedImage"]
+    listed = parse_crictl_inspect(json.dumps([json.loads(text("crictl_inspect.json")), other]))  # crictl ≥ 1.26
+    streamed = parse_crictl_inspect(text("crictl_inspect.json") + json.dumps(other, indent=2))  # earlier crictl
+    assert listed == streamed and set(listed) == {K8S_ID, "f" * 64}
+    older = listed["f" * 64]  # no kubelet annotation, no imageId: the attempt, and the digest it resolved to
+    assert (older["restart_count"], older["image_ref"], older["image_id"]) == (1, "docker.io/lmsysorg/sglang:latest", None)
+    with pytest.raises(ProbeError, match="unreadable crictl inspect output"):
+        parse_crictl_inspect('{"status": {"id": "x"}} trailing')
+    images = parse_crictl_inspecti(text("crictl_inspecti.json"))
+    by_digest = images[f"docker.io/lmsysorg/sglang@{MANIFEST}"]
+    assert by_digest is images[one["image_id"]] and by_digest["created"] == "2026-02-25T14:02:00Z"
+    assert by_digest["tags"] == ["docker.io/lmsysorg/sglang:latest"]
+
+
+def test_crictl_answer_completes_a_pods_identity() -> None:
+    found = identify(walk("containerd-k8s")["context"])
+    answer = {"containers": parse_crictl_inspect(text("crictl_inspect.json")),
+              "images": parse_crictl_inspecti(text("crictl_inspecti.json")), "error": None}
+    facts = container_facts(found, answer)
+    assert facts["label"] == "inference/sglang-0/server" and facts["restart_count"] == 3
+    assert facts["image"]["ref"] == "docker.io/lmsysorg/sglang:latest"  # the bundle's annotation, from the host
+    assert facts["image"]["digests"] == [f"docker.io/lmsysorg/sglang@{MANIFEST}"]
+    assert facts["image"]["created"] == "2026-02-25T14:02:00Z"
+
+
+def test_a_cri_o_container_is_described_by_crictl() -> None:
+    context = copy.deepcopy(walk("podman")["context"])
+    shim = context["container"]["ancestors"][-1]
+    shim["argv"] = ["/usr/bin/conmon", "-b", "/run/containers/storage/overlay-containers/" + "e" * 64 + "/userdata",
+                    "-c", "e" * 64, "-n", "k8s_server_sglang-0_inference_0d1f4a52_0", "-r", "/usr/bin/runc"]
+    found = identify(context)
+    assert found is not None and found["runtime"] == "cri-o" and found["cli"] == {"tool": "crictl", "args": []}
 
 
 def test_cli_answer_completes_the_host_identity() -> None:

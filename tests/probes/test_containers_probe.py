@@ -46,6 +46,58 @@ def test_a_hung_runtime_cli_is_a_timeout_fact_and_a_missing_one_says_so(tmp_path
     assert "CLI is not installed" in missing["error"] and missing["containers"] == {}
 
 
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "containers"
+K8S_ID = "abc123def4567890abc123def4567890abc123def4567890abc123def4567890"
+
+
+def fake_cli(folder: Path, name: str, body: str) -> None:
+    """A runtime CLI on PATH that logs its argv and then runs ``body`` (sh)."""
+    tool = folder / name
+    tool.write_text(f'#!/bin/sh\necho "$0 $*" >> {folder}/calls\n{body}\n')
+    tool.chmod(0o755)
+
+
+@pytest.fixture
+def bin_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    return folder
+
+
+def test_a_pods_container_is_asked_of_crictl_on_containerds_socket_before_ctr(bin_dir: Path) -> None:
+    fake_cli(bin_dir, "crictl", f'case "$*" in *inspecti*) cat {FIXTURES}/crictl_inspecti.json;; '
+                                f'*) cat {FIXTURES}/crictl_inspect.json;; esac')
+    fake_cli(bin_dir, "ctr", "exit 1")
+    ctx = cli_context(ProbeContext(transport=LocalTransport(), timeout=10.0))
+    answer = ask(ctx, "ctr", ["--address", "/run/k8s/containerd.sock", "-n", "k8s.io"], {K8S_ID: {}})
+    assert answer["error"] is None and answer["containers"][K8S_ID]["restart_count"] == 3
+    calls = (bin_dir / "calls").read_text().splitlines()
+    assert [c.split(" ", 1)[1] for c in calls] == [
+        f"--runtime-endpoint unix:///run/k8s/containerd.sock inspect --quiet --output json {K8S_ID}",
+        "--runtime-endpoint unix:///run/k8s/containerd.sock inspecti --output json "
+        "docker.io/lmsysorg/sglang@sha256:bdfcc2b9eaa729132df6344006797d529944dbea214b25aba8f8c40eda74064a"]
+
+
+def test_crictl_without_a_cri_on_that_socket_leaves_it_to_ctr(bin_dir: Path) -> None:
+    # containerd with its CRI plugin disabled (or another runtime on the socket): crictl fails.
+    fake_cli(bin_dir, "crictl", "echo 'rpc error: code = Unimplemented desc = unknown service "
+                                "runtime.v1.RuntimeService' >&2; exit 1")
+    fake_cli(bin_dir, "ctr", f'case "$*" in *"images ls"*) cat {FIXTURES}/ctr_images_ls.txt;; '
+                             f'*) cat {FIXTURES}/ctr_containers_info.json;; esac')
+    ctx = cli_context(ProbeContext(transport=LocalTransport(), timeout=10.0))
+    answer = ask(ctx, "ctr", ["-n", "k8s.io"], {K8S_ID: {}})
+    assert answer["error"] is None and answer["containers"][K8S_ID]["labels"]["io.kubernetes.pod.name"] == "sglang-0"
+    assert "docker.io/lmsysorg/sglang:latest" in answer["images"]
+    # Without crictl (most nodes that run ctr by hand), ctr answers as before; a hung crictl
+    # is a timeout that names it, never a wait for ctr after it.
+    (bin_dir / "crictl").unlink()
+    assert ask(ctx, "ctr", ["-n", "k8s.io"], {K8S_ID: {}})["error"] is None
+    fake_cli(bin_dir, "crictl", "exec sleep 60")
+    hung = ask(cli_context(ProbeContext(transport=LocalTransport(), timeout=2.0)), "ctr", ["-n", "k8s.io"], {K8S_ID: {}})
+    assert hung["timeout"] is True and hung["error"].startswith("crictl timed out")
+
+
 def collect(request: dict) -> dict:
     code = load_script("containers_collect.py")
     out = subprocess.run([sys.executable, "-I", "-S", "-c", code], input=json.dumps(request).encode(),
