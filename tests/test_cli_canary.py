@@ -61,6 +61,10 @@ def test_a_model_file_swapped_under_the_server_is_found_by_check(
     host: Path, served: tuple[LlamaServer, Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     server, model, other = served
+    # One run of each prompt: the run-to-run noise is measured in the next test and in
+    # tests/probes/test_canary_llama.py; here each of four canaries costs half as much.
+    config = host / "driftwatch.toml"
+    config.write_text(config.read_text().replace("max_tokens = 16\n", "max_tokens = 16\nrepeats = 1\n"))
     assert main(["snapshot", "local", "--canary", "--label", "good"]) == 0
     capsys.readouterr()
     assert main(["show", "node@good"]) == 0

@@ -26,6 +26,9 @@ PROMPTS = [p for p in DEFAULT_PROMPTS if p.name in ("capital", "arithmetic", "tr
 # Generous deadlines: the shared 2-core machine is slow when other suites load it (the canary's
 # own bounds are tested against local sockets in test_canary.py).
 SETTINGS = CanarySettings(prompts=PROMPTS, max_tokens=16, deadline=300, request_timeout=120)
+# A variant is asked once per prompt: the baseline's two runs measure the server's noise
+# (each run costs ~2 s on this CPU: llama-cpp-python's top-5 alternatives of every token).
+ONCE = SETTINGS.model_copy(update={"repeats": 1})
 
 
 def ask(url: str | None = None, pattern: str | None = None, settings: CanarySettings = SETTINGS) -> dict[str, Any]:
@@ -76,7 +79,7 @@ def test_a_server_found_by_its_command_line_answers_greedy_and_the_same_twice(
 
 @pytest.mark.parametrize("variant", [("--chat_format", "chatml")], indirect=True)
 def test_another_chat_template_is_the_template_symptom(baseline: dict[str, Any], variant: LlamaServer) -> None:
-    changes = diff_server("llama", baseline, ask(variant.url))
+    changes = diff_server("llama", baseline, ask(variant.url, settings=ONCE))
     [change] = [c for c in changes if c.drift]
     assert change.item == "llama prompt tokens" and change.category == "canary"
     # The GGUF's template adds SmolLM's default system prompt; chatml does not.
@@ -88,12 +91,12 @@ def test_another_chat_template_is_the_template_symptom(baseline: dict[str, Any],
 def test_a_restart_with_another_seed_and_context_leaves_greedy_answers_identical(
     baseline: dict[str, Any], variant: LlamaServer
 ) -> None:
-    assert diff_server("llama", baseline, ask(variant.url)) == []
+    assert diff_server("llama", baseline, ask(variant.url, settings=ONCE)) == []
 
 
 @pytest.mark.parametrize("variant", [("quantized",)], indirect=True)
 def test_another_quantization_of_the_model_changes_answers(baseline: dict[str, Any], variant: LlamaServer) -> None:
-    changes = [c for c in diff_server("llama", baseline, ask(variant.url)) if c.drift]
+    changes = [c for c in diff_server("llama", baseline, ask(variant.url, settings=ONCE)) if c.drift]
     assert changes, "a Q4_0 model answered exactly like the Q4_1 one"
     [change] = [c for c in changes if c.item == "llama"]
     assert change.explanation.startswith("greedy output of ") and "first divergence at token" in change.explanation
