@@ -113,13 +113,25 @@ class EngineProbe:
         except (ProbeError, ProbeSkipped) as exc:  # the configured interpreters still tell
             processes, environments_error = {}, f"environments not read: {exc}"
         names = settings_set(processes)
-        order = list(dict.fromkeys(server_pythons(processes) + engines_in_configured(ctx)))[:MAX_INTERPRETERS]
-        if not order:
+        servers = server_pythons(processes)
+        # Every candidate is asked at once, while the python probe reads the configured
+        # interpreters' distributions (which say whether one holds an engine at all): on a host
+        # whose interpreters start slowly (a venv on NFS) the probe costs one start, not two.
+        # The runs of configured interpreters without an engine are then dropped.
+        guess = list(dict.fromkeys(servers + list(ctx.watch.python)))[:MAX_INTERPRETERS]
+        if not guess:
             return {"engines": {}, "settings": names, "interpreters": {}, "environments_error": environments_error}
         previous = {key: engine for key, engine in (ctx.previous.get("engines") or {}).items()
-                    if isinstance(engine, dict) and engine.get("interpreter") in order}
+                    if isinstance(engine, dict) and engine.get("interpreter") in guess}
         request = build_request(names, previous, max(0.5, ctx.time_left * 0.5))
         encoded = base64.b64encode(json.dumps(request).encode()).decode()
         script = collector_script("engine_collect.py").replace("\nmain()\n", f"\nREQUEST = {encoded!r}\nmain()\n")
-        engines, outcomes = merge_reports(order, run_interpreters(ctx, order, script))
+        reports = run_interpreters(ctx, guess, script)
+        order = list(dict.fromkeys(servers + engines_in_configured(ctx)))[:MAX_INTERPRETERS]
+        if not order:
+            return {"engines": {}, "settings": names, "interpreters": {}, "environments_error": environments_error}
+        late = [interpreter for interpreter in order if interpreter not in reports]  # past the guess's bound
+        if late:
+            reports.update(run_interpreters(ctx, late, script))
+        engines, outcomes = merge_reports(order, reports)
         return {"engines": engines, "settings": names, "interpreters": outcomes, "environments_error": environments_error}

@@ -19,6 +19,7 @@ def venv(tmp_path: Path, envs: str = ENVS) -> Path:
     import subprocess
     import sys
 
+    tmp_path.mkdir(parents=True, exist_ok=True)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "v")], check=True)
     write_dist_info(site_packages(tmp_path / "v"), "vllm", "vllm", "0.13.0", [],
                     {"vllm/__init__.py": "", "vllm/envs.py": envs, "vllm/data.txt": "VLLM_NOT_IN_PY"})
@@ -60,3 +61,42 @@ def test_settings_and_server_pythons_from_the_processes_facts() -> None:
              "login_env": {"VLLM_X": "1"}}
     assert settings_set(facts) == {"VLLM_X": ["login env", "server vllm serve"]}
     assert server_pythons(facts) == ["/venv/bin/python", "/opt/py/bin/python3.12"]
+
+
+def test_an_interpreter_without_an_engine_is_asked_alongside_but_not_reported(tmp_path: Path) -> None:
+    """Every configured interpreter is asked at once (so a slow start is paid once, beside the
+    python probe's); one whose distributions hold no engine is then left out of the facts."""
+    import subprocess
+    import sys
+
+    with_vllm = venv(tmp_path / "a")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "b")], check=True)
+    plain = tmp_path / "b" / "bin" / "python"
+    ctx = ProbeContext(transport=LocalTransport(), watch=WatchSettings(python=[str(plain), str(with_vllm)], processes=[]))
+    facts = EngineProbe().collect(ctx)
+    assert facts["interpreters"] == {str(with_vllm): None}
+    assert facts["engines"]["vllm"]["interpreter"] == str(with_vllm)  # type: ignore[index]
+
+
+def test_the_engine_run_does_not_wait_for_the_python_probes(tmp_path: Path) -> None:
+    """A slow interpreter start (a venv on NFS) is paid once: the engine collector starts
+    while the python probe's run of the same interpreter is still starting, not after it."""
+    from driftwatch.collect import collect_snapshot
+    from driftwatch.config import Target
+    from driftwatch.probes.engine import EngineProbe as Engine
+    from driftwatch.probes.python import PythonProbe
+
+    python = venv(tmp_path)
+    log = tmp_path / "starts.log"
+    slow = tmp_path / "slow-python"
+    # Which collector a run is (the engine's carries its REQUEST), logged as it starts and as
+    # it goes on after a pause long enough for the other probe's run to start meanwhile.
+    slow.write_text(f'#!/bin/sh\nf=$(mktemp)\ncat > "$f"\nk=other\ngrep -q "^REQUEST = " "$f" && k=engine\n'
+                    f'echo "start $k" >> {log}\nsleep 3\necho "exec $k" >> {log}\n'
+                    f'{python} "$@" < "$f"; rc=$?\nrm -f "$f"\nexit $rc\n')
+    slow.chmod(0o755)
+    target = Target(name="local", address="local", watch=WatchSettings(python=[str(slow)], processes=[]))
+    snapshot = collect_snapshot(target, LocalTransport(), {"python": PythonProbe(), "engine": Engine()}, timeout=30)
+    assert snapshot.probes["engine"].facts["engines"]["vllm"]["version"] == "0.13.0"
+    lines = log.read_text().splitlines()
+    assert lines.index("start engine") < lines.index("exec other"), lines
