@@ -25,9 +25,6 @@ PROMPTS = """
 name = "capital"
 messages = [{role = "user", content = "What is the capital of France? Answer in one sentence."}]
 [[canary.prompts]]
-name = "arithmetic"
-messages = [{role = "user", content = "What is 17 * 23? Answer with the number only."}]
-[[canary.prompts]]
 name = "story"
 prompt = "Once upon a time, in a small village by the sea,"
 """
