@@ -13,8 +13,9 @@ what its diff module found in it (``Change.mentions``), weighted by how specific
 A change matches with the weight of the strongest name it carries (its item, label, values,
 the packages it is part of). A path is a name too: an error that names a file under a
 directory a change is about (``/dev/shm/nccl-XXXXXX`` under a server's ``/dev/shm``) ties
-that change at weight 2; the very path a change is about, at the path's own weight. A symptom may also name the categories its causes fall under
-(``Change.pulls``: a changed canary answer pulls kernels and caches) at weight 1.
+that change at weight 2; the very path a change is about, at the path's own weight. A
+symptom may also name the categories its causes fall under (``Change.pulls``: a changed
+canary answer pulls kernels and caches) at weight 1.
 """
 
 from __future__ import annotations

@@ -119,8 +119,9 @@ class EngineProbe:
         # whose interpreters start slowly (a venv on NFS) the probe costs one start, not two.
         # The runs of configured interpreters without an engine are then dropped.
         guess = list(dict.fromkeys(servers + list(ctx.watch.python)))[:MAX_INTERPRETERS]
+        none = {"engines": {}, "settings": names, "interpreters": {}, "environments_error": environments_error}
         if not guess:
-            return {"engines": {}, "settings": names, "interpreters": {}, "environments_error": environments_error}
+            return none
         previous = {key: engine for key, engine in (ctx.previous.get("engines") or {}).items()
                     if isinstance(engine, dict) and engine.get("interpreter") in guess}
         request = build_request(names, previous, max(0.5, ctx.time_left * 0.5))
@@ -129,7 +130,7 @@ class EngineProbe:
         reports = run_interpreters(ctx, guess, script)
         order = list(dict.fromkeys(servers + engines_in_configured(ctx)))[:MAX_INTERPRETERS]
         if not order:
-            return {"engines": {}, "settings": names, "interpreters": {}, "environments_error": environments_error}
+            return none
         late = [interpreter for interpreter in order if interpreter not in reports]  # past the guess's bound
         if late:
             reports.update(run_interpreters(ctx, late, script))

@@ -6,9 +6,10 @@ inspect`` (repo tags, repo digests, created); for a Kubernetes container, ``cric
 where it is installed (the image as the pod spec names it, the digest it resolved to, the
 pod's labels, the kubelet's restart count) and ``crictl inspecti``, else containerd's ``ctr
 containers info`` (the image reference, the Kubernetes labels) and ``ctr images ls`` (the
-manifest digest a reference points at). A CLI that is missing or fails is a fact with its reason; one that hangs is cut
-at its own deadline, shorter than the probe's, so the rest of the probe completes. Parsers
-are pure and tested with captured real output.
+manifest digest a reference points at). A CLI that is missing or fails is a fact with its
+reason; one that hangs is cut at its own deadline, shorter than the probe's, so the rest of
+the probe completes. Parsers are pure and tested with captured real output (crictl's with
+output in its documented shape: Debian packages no crictl).
 """
 
 from __future__ import annotations
@@ -248,7 +249,7 @@ def _crictl_args(ctr_args: list[str]) -> list[str]:
 def _ask_crictl(ctx: ProbeContext, args: list[str], containers: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """``crictl inspect`` of the containers, then ``inspecti`` of their images: an image that
     cannot be described keeps the containers' answer, with the reason."""
-    out: dict[str, Any] = {"containers": {}, "images": {}, "error": None, "tool": "crictl"}
+    out: dict[str, Any] = {"containers": {}, "images": {}, "error": None}
     out["containers"] = parse_crictl_inspect(
         _run(ctx, "crictl", [*args, "inspect", "--quiet", "--output", "json", *sorted(containers)]))
     queries = sorted({str(c["image_query"]) for c in out["containers"].values() if c.get("image_query")})
