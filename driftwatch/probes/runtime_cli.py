@@ -18,6 +18,7 @@ import json
 import shlex
 from typing import Any
 
+from driftwatch.facts.read import as_dict
 from driftwatch.probes.base import ProbeContext, ProbeError, ProbeTimeout
 from driftwatch.probes.container_identity import bounded, flag
 
@@ -43,9 +44,9 @@ def parse_inspect(text: str) -> dict[str, dict[str, Any]]:
     """``docker inspect`` / ``podman inspect`` of containers → {id: facts}."""
     out: dict[str, dict[str, Any]] = {}
     for entry in _json_list(text):
-        config = entry.get("Config") if isinstance(entry.get("Config"), dict) else {}
-        state = entry.get("State") if isinstance(entry.get("State"), dict) else {}
-        host = entry.get("HostConfig") if isinstance(entry.get("HostConfig"), dict) else {}
+        config = as_dict(entry.get("Config"))
+        state = as_dict(entry.get("State"))
+        host = as_dict(entry.get("HostConfig"))
         cid = bounded(entry.get("Id"))
         if cid is None:
             continue
@@ -92,7 +93,7 @@ def parse_ctr_info(text: str) -> dict[str, Any]:
         raise ProbeError(f"unreadable ctr output: {exc}") from exc
     if not isinstance(data, dict):
         raise ProbeError("unreadable ctr output: not an object")
-    labels = data.get("Labels") if isinstance(data.get("Labels"), dict) else {}
+    labels = as_dict(data.get("Labels"))
     return {
         "image_ref": bounded(data.get("Image")),
         "created": bounded(data.get("CreatedAt")),
@@ -140,14 +141,14 @@ def parse_crictl_inspect(text: str) -> dict[str, dict[str, Any]]:
     resolved to (``imageRef`` as ``repo@sha256:…``), created/started and the restart count."""
     out: dict[str, dict[str, Any]] = {}
     for entry in _json_values(text, "crictl inspect"):
-        status = entry.get("status") if isinstance(entry.get("status"), dict) else {}
+        status = as_dict(entry.get("status"))
         cid = bounded(status.get("id"))
         if cid is None:
             continue
-        metadata = status.get("metadata") if isinstance(status.get("metadata"), dict) else {}
-        image = status.get("image") if isinstance(status.get("image"), dict) else {}
-        labels = status.get("labels") if isinstance(status.get("labels"), dict) else {}
-        annotations = status.get("annotations") if isinstance(status.get("annotations"), dict) else {}
+        metadata = as_dict(status.get("metadata"))
+        image = as_dict(status.get("image"))
+        labels = as_dict(status.get("labels"))
+        annotations = as_dict(status.get("annotations"))
         resolved = bounded(status.get("imageRef")) or ""
         digest = resolved.rpartition("@")[2] if "@sha256:" in resolved else None
         out[cid] = {
@@ -168,9 +169,9 @@ def parse_crictl_inspecti(text: str) -> dict[str, dict[str, Any]]:
     """``crictl inspecti -o json IMAGE…`` → {image id, and each repo digest ref: facts}."""
     out: dict[str, dict[str, Any]] = {}
     for entry in _json_values(text, "crictl inspecti"):
-        status = entry.get("status") if isinstance(entry.get("status"), dict) else {}
-        info = entry.get("info") if isinstance(entry.get("info"), dict) else {}
-        spec = info.get("imageSpec") if isinstance(info.get("imageSpec"), dict) else {}
+        status = as_dict(entry.get("status"))
+        info = as_dict(entry.get("info"))
+        spec = as_dict(info.get("imageSpec"))
         image_id = bounded(status.get("id"))
         if image_id is None:
             continue
