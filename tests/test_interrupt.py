@@ -127,8 +127,8 @@ def test_sigterm_on_a_check_over_ssh_sends_nothing_and_kills_the_remote_command(
 
 
 def test_queued_hosts_are_never_started(sshd: Sshd, tmp_path: Path) -> None:
-    calls, callers = tmp_path / "nvidia-smi-calls", tmp_path / "nvidia-smi-callers"
-    sshd.fake_env(FAKE_NVIDIA_SMI_HANG="1", FAKE_NVIDIA_SMI_LOG=str(calls), FAKE_NVIDIA_SMI_CALLERS=str(callers))
+    callers = tmp_path / "nvidia-smi-callers"
+    sshd.fake_env(FAKE_NVIDIA_SMI_HANG="1", FAKE_NVIDIA_SMI_CALLERS=str(callers))
     hosts = "".join(f'[hosts.h{i}]\naddress = "testhost"\n' for i in range(4))
     (tmp_path / "driftwatch.toml").write_text(
         f'timeout = 30\nconnect_timeout = 5\nssh_config = "{sshd.ssh_config_path}"\n'
@@ -137,7 +137,7 @@ def test_queued_hosts_are_never_started(sshd: Sshd, tmp_path: Path) -> None:
     )
     proc = start(tmp_path, "snapshot", "rack", "--parallel", "1", "--json")
     try:
-        wait_for(calls)
+        wait_for(callers)  # the first host's nvidia-smi is hanging now
         code, err, took = stop(proc, signal.SIGINT)
         assert code == 130 and took < 2.5, err
         time.sleep(1.0)
