@@ -51,6 +51,9 @@ def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, served: tuple[LlamaSer
     root = local_host(tmp_path, monkeypatch, watch=f'processes = ["--port {server.port}"]\n', local_name="node")
     with (root / "driftwatch.toml").open("a") as config:
         config.write(f"[canary]\nmax_tokens = 16\ndeadline = 300\nrequest_timeout = 120\n{PROMPTS}")
+        # What a user on a shared box does: the server's tokens/s here measure the rest of the
+        # suite on the same 2 cores (CI saw 13 -> 5 tokens/s from an unchanged server), not drift.
+        config.write('[[ignore]]\ncategory = "canary"\nitem = "* speed"\nreason = "the test suite shares 2 cores"\n')
     return root
 
 
