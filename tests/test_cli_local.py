@@ -135,6 +135,32 @@ def test_help_reads_like_a_man_page(capsys: pytest.CaptureFixture[str]) -> None:
         assert "HOST@<timestamp" in capsys.readouterr().out, command
 
 
+def test_a_command_built_alone_reads_and_fails_as_in_the_whole_group(capsys: pytest.CaptureFixture[str]) -> None:
+    """main() builds only the command named (typer's build of all twelve is ~45 ms a run):
+    its help, its usage errors and the group's own words are what the whole group gives."""
+    import typer.main
+
+    from driftwatch.cli import app
+
+    whole = typer.main.get_command(app)
+    names = sorted(whole.commands)  # type: ignore[attr-defined]
+    assert len(names) == 12
+    for args in ([[name, "--help"] for name in names] + [["snapshot"], ["diff", "a"], ["list", "--bogus"]]):
+        code = main(args)
+        alone = capsys.readouterr()
+        try:
+            expected = whole.main(args=args, prog_name="driftwatch", standalone_mode=False)
+        except typer.Exit as exc:
+            expected = exc.exit_code
+        except Exception as exc:  # noqa: BLE001  # a usage error: main() prints it, exit 1
+            show = getattr(exc, "show", None)
+            assert callable(show)
+            show()
+            expected = 1
+        grouped = capsys.readouterr()
+        assert (code, alone.out, alone.err) == (expected or 0, grouped.out, grouped.err), args
+
+
 def test_every_command_that_takes_timeout_says_its_default(capsys: pytest.CaptureFixture[str]) -> None:
     for command in ("snapshot", "check", "fleet", "doctor"):
         assert main([command, "--help"]) == 0
