@@ -50,7 +50,9 @@ def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, served: tuple[LlamaSer
     server, _, _ = served
     root = local_host(tmp_path, monkeypatch, watch=f'processes = ["--port {server.port}"]\n', local_name="node")
     with (root / "driftwatch.toml").open("a") as config:
-        config.write(f"[canary]\nmax_tokens = 16\ndeadline = 300\nrequest_timeout = 120\n{PROMPTS}")
+        # 8 tokens: each one costs ~0.16 s here (llama-cpp-python's top-5 alternatives, in Python), and
+        # both models of the swap part within the first 7 ("Paris." against "Paris, the capital ...").
+        config.write(f"[canary]\nmax_tokens = 8\ndeadline = 300\nrequest_timeout = 120\n{PROMPTS}")
         # What a user on a shared box does: the server's tokens/s here measure the rest of the
         # suite on the same 2 cores (CI saw 13 -> 5 tokens/s from an unchanged server), not drift.
         config.write('[[ignore]]\ncategory = "canary"\nitem = "* speed"\nreason = "the test suite shares 2 cores"\n')
@@ -64,7 +66,7 @@ def test_a_model_file_swapped_under_the_server_is_found_by_check(
     # One run of each prompt: the run-to-run noise is measured in the next test and in
     # tests/probes/test_canary_llama.py; here each of four canaries costs half as much.
     config = host / "driftwatch.toml"
-    config.write_text(config.read_text().replace("max_tokens = 16\n", "max_tokens = 16\nrepeats = 1\n"))
+    config.write_text(config.read_text().replace("max_tokens = 8\n", "max_tokens = 8\nrepeats = 1\n"))
     assert main(["snapshot", "local", "--canary", "--label", "good"]) == 0
     capsys.readouterr()
     assert main(["show", "node@good"]) == 0
