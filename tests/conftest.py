@@ -21,6 +21,21 @@ from tests.s3 import S3Server, start_moto
 from tests.sshd import Sshd, find_sshd, start_sshd
 
 
+# The files whose tests take tens of seconds each (a real model answering on the CPU, real pip
+# installs, a one-node Slurm) run first: with `--dist worksteal` the other worker takes the short
+# tests meanwhile, and no long test starts last, beside an idle core.
+SLOW_FIRST = (
+    "tests/probes/test_canary_llama.py",
+    "tests/test_cli_canary.py",
+    "tests/test_install.py",
+    "tests/contrib/test_slurm_healthcheck.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in SLOW_FIRST)  # stable: the rest keep their order
+
+
 @pytest.fixture(autouse=True)
 def isolated(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Each test hermetic: see tests/hermetic.py."""
