@@ -22,7 +22,7 @@ from tests.sshd import Sshd, find_sshd, start_sshd
 
 
 # The files whose tests take tens of seconds each (a real model answering on the CPU, real pip
-# installs, a one-node Slurm) run first: with `--dist worksteal` the other worker takes the short
+# installs, a one-node Slurm) run first: with `--dist worksteal` the other workers take the short
 # tests meanwhile, and no long test starts last, beside an idle core.
 SLOW_FIRST = (
     "tests/probes/test_canary_llama.py",
