@@ -76,6 +76,23 @@ def test_a_healthy_host_has_nothing_to_report(venv: Path, capsys: pytest.Capture
     assert code == 0 and out.startswith("testhost: no known-bad state")
 
 
+def test_a_host_not_wholly_read_is_never_called_clean(
+    sshd: Sshd, venv: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A hung nvidia-smi hides every GPU rule: doctor names the probe that was not read and
+    exits 1, never "no known-bad state" with exit 0 (it said exactly that before)."""
+    sshd.fake_env(FAKE_NVIDIA_SMI_CAPTURE=str(H200_CUDA_13_1), FAKE_NVIDIA_SMI_HANG="1")
+    code, out = doctor(capsys, "testhost", "--timeout", "3")
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[0] == "testhost: no known-bad state in what could be read; 1 probe not read"
+    assert any(line.strip().startswith("not read: gpu probe (timeout:") for line in lines)
+    code, out = doctor(capsys, "testhost@latest", "--json")  # the stored snapshot says the same
+    [report] = json.loads(out)
+    assert code == 1 and report["exit_code"] == 1 and list(report["unread"]) == ["gpu"]
+    assert report["unread"]["gpu"].startswith("timeout: ")
+
+
 def set_sgl_kernel(venv: Path, version: str) -> None:
     site = site_packages(venv)
     shutil.rmtree(next(site.glob("sgl_kernel-*.dist-info")))

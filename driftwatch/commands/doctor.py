@@ -16,7 +16,7 @@ from driftwatch.commands.diff import output_format
 from driftwatch.config import Config, Target, host_watch, resolve_targets
 from driftwatch.errors import StoreError
 from driftwatch.model import Snapshot
-from driftwatch.report.doctor import HostReport, print_terminal, render_markdown
+from driftwatch.report.doctor import HostReport, print_terminal, render_markdown, unread_probes
 from driftwatch.rules.finding import Diagnosis
 from driftwatch.rules.host import RuleOptions
 from driftwatch.rules.registry import diagnose
@@ -64,7 +64,8 @@ def _stored(ref: str, config: Config, store: SnapshotStore) -> HostReport:
     except StoreError as exc:
         return HostReport(ref, ref, error=str(exc))
     host = found.snapshot.host.name
-    return HostReport(host, f"stored snapshot {found.path}", diagnosis=_diagnose(found.snapshot, config, host))
+    return HostReport(host, f"stored snapshot {found.path}", diagnosis=_diagnose(found.snapshot, config, host),
+                      unread=unread_probes(found.snapshot.probes))
 
 
 def _snapshot_now(
@@ -84,7 +85,8 @@ def _snapshot_now(
             reports[name] = HostReport(name, "no snapshot", error=outcome.error or "nothing collected")
             continue
         source = f"snapshot taken now, stored as {outcome.path}" if outcome.path else "snapshot taken now, not stored"
-        reports[name] = HostReport(name, source, _diagnose(outcome.snapshot, config, name), error=outcome.error)
+        reports[name] = HostReport(name, source, _diagnose(outcome.snapshot, config, name), error=outcome.error,
+                                   unread=unread_probes(outcome.snapshot.probes))
     return reports
 
 

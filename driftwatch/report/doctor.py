@@ -7,7 +7,7 @@ that could not run are counted here and listed with their reasons by ``--json``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
@@ -25,12 +25,18 @@ class HostReport:
     source: str  # "snapshot taken now, stored as …" or the stored snapshot's path
     diagnosis: Diagnosis | None = None
     error: str | None = None  # unreachable, unreadable, or taken but not stored
+    # Probes of the snapshot that failed or timed out, with why: what the rules could not see.
+    unread: dict[str, str] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
+        """2 for a known-bad state; 1 for an error, or for "none" said of a host that was
+        not wholly read (a failed or timed-out probe hides what its rules would have found)."""
         if self.error is not None:
             return 1
-        return 2 if self.diagnosis is not None and self.diagnosis.problems else 0
+        if self.diagnosis is not None and self.diagnosis.problems:
+            return 2
+        return 1 if self.unread else 0
 
     def to_json(self) -> dict[str, Any]:
         entry: dict[str, Any] = {"host": self.host, "source": self.source, "exit_code": self.exit_code}
@@ -38,6 +44,7 @@ class HostReport:
             entry["error"] = self.error
         if self.diagnosis is not None:
             entry.update(self.diagnosis.to_json())
+        entry["unread"] = dict(self.unread)
         return entry
 
 
@@ -47,9 +54,18 @@ def headline(report: HostReport) -> str:
     d = report.diagnosis
     problems, notes = len(d.problems), len(d.findings) - len(d.problems)
     found = f"{problems} known-bad state{'s' if problems != 1 else ''}" if problems else "no known-bad state"
+    if report.unread:
+        found += " in what could be read"
     counts = ", ".join(f"{d.counts()[s.value]} {s.value}" for s in Severity if s is not Severity.info and d.counts()[s.value])
     note = f"; {notes} note{'s' if notes != 1 else ''}" if notes else ""
-    return f"{report.host}: {found}" + (f" ({counts})" if counts else "") + note
+    unread = f"; {len(report.unread)} probe{'s' if len(report.unread) != 1 else ''} not read" if report.unread else ""
+    return f"{report.host}: {found}" + (f" ({counts})" if counts else "") + note + unread
+
+
+def unread_probes(probes: dict[str, Any]) -> dict[str, str]:
+    """``{probe: "timeout: why"}`` for every probe of a snapshot that failed or timed out."""
+    return {name: f"{record.status.value}: {record.error or 'no reason recorded'}"
+            for name, record in probes.items() if record.status.value in ("error", "timeout")}
 
 
 def _not_run(d: Diagnosis) -> str:
@@ -64,6 +80,8 @@ def print_terminal(console: Console, reports: list[HostReport]) -> None:
             console.print()
         console.print(Text(clean(headline(report)), style="bold" if report.error is None else "bold red"))
         console.print(Text(clean(report.source), style="dim"))
+        for name, why in report.unread.items():
+            console.print(Text(clean(f"  not read: {name} probe ({why}); its rules could not run"), style="yellow"))
         if report.diagnosis is None:
             continue
         for title, style, findings in _groups(report.diagnosis):
@@ -98,6 +116,9 @@ def render_markdown(reports: list[HostReport]) -> str:
     lines: list[str] = []
     for report in reports:
         lines += [f"**driftwatch doctor:** {md_text(headline(report))}", "", f"_{md_text(report.source)}_"]
+        if report.unread:
+            lines += [""] + [f"- not read: {md_text(name)} probe ({md_text(why)}); its rules could not run"
+                             for name, why in report.unread.items()]
         if report.diagnosis is not None and report.diagnosis.findings:
             lines += ["", "| severity | rule | evidence | finding | fix | reference |", "|---|---|---|---|---|---|"]
             for f in report.diagnosis.findings:
