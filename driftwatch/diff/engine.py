@@ -97,8 +97,11 @@ def different_hosts(old: Snapshot, new: Snapshot) -> bool:
                 return True
     if known:
         return False
-    a_name, b_name = old.host.hostname or old.host.name, new.host.hostname or new.host.name
-    return a_name != b_name
+    # Like with like: a hostname read on one side only (the other's system probe failed)
+    # against the other's name used would make one host two.
+    if old.host.hostname and new.host.hostname:
+        return old.host.hostname != new.host.hostname
+    return old.host.name != new.host.name
 
 
 def cloned_image(old: Snapshot, new: Snapshot) -> bool:

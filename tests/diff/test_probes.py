@@ -44,3 +44,17 @@ def test_probe_missing_from_one_snapshot() -> None:
 def test_both_failed_the_same_way_is_no_drift() -> None:
     hung = failed(ProbeStatus.timeout, "timed out")
     assert diff_snapshots(make_snapshot(files=hung), make_snapshot(files=hung)).changes == []
+
+
+def test_a_failed_system_probe_does_not_make_the_same_host_two_hosts() -> None:
+    # Stored under the name used ("h-dwb"), hostname "vm" while it read; this time the system
+    # probe failed, so no hostname was read: still one host, no "comparing two different hosts".
+    old = make_snapshot(host="h-dwb")
+    old.host.hostname = "vm"
+    old.probes["system"].facts["hostname"] = "vm"
+    new = make_snapshot(host="h-dwb", system=failed(ProbeStatus.error, "no reply from the target"))
+    new.host.hostname = None
+    assert diff_snapshots(old, new).summary["different_hosts"] is False
+    other = make_snapshot(host="h-other", system=failed(ProbeStatus.error, "no reply from the target"))
+    other.host.hostname = None
+    assert diff_snapshots(old, other).summary["different_hosts"] is True  # names differ, nothing else known
