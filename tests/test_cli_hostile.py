@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import socket
 import subprocess
 import time
@@ -114,3 +115,32 @@ def test_an_address_for_local_is_refused_not_ignored(
         "[hosts.local] may set [watch] keys for this machine\n"
     )
     assert not (tmp_path / "snapshots").exists()
+
+
+def test_a_profile_that_hangs_leaves_one_shell_behind_not_one_per_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Every session of this user blocks in ~/.bashrc (an NFS home that does not answer). The
+    # agent's shell never runs its launch line; a channel per command would block the same
+    # way and stay behind on the host after we leave: 12 hung shells a run, before this.
+    nap = f"sleep 97.{os.getpid()}{time.time_ns() % 10_000}"  # a command line to count them by
+    with login_host(tmp_path / "host", dotfiles={".bashrc": nap + "\n"}) as host:
+        (tmp_path / "driftwatch.toml").write_text(
+            f'timeout = 8\nconnect_timeout = 2\nssh_config = "{host.ssh_config_path}"\n'
+            f'known_hosts = "{host.known_hosts_path}"\n[watch]\npython = []\nprocesses = []\n'
+        )
+        monkeypatch.chdir(tmp_path)
+        try:
+            started = time.monotonic()
+            code = main(["snapshot", "testhost", "--json"])
+            elapsed = time.monotonic() - started
+            [entry] = json.loads(capsys.readouterr().out)
+            time.sleep(0.5)  # sshd's children have started what they were going to
+            hung = subprocess.run(["pgrep", "-f", "-x", nap], capture_output=True, text=True).stdout.split()
+        finally:
+            subprocess.run(["pkill", "-f", "-x", nap], check=False)
+    system = entry["snapshot"]["probes"]["system"]
+    assert code == 3 and system["status"] == "error", system  # stored, every command refused
+    assert "the login shell did not start within 2s" in system["error"], system
+    assert len(hung) <= 1, f"{len(hung)} hung login shells left on the host"
+    assert elapsed < 8, "each command waited out its own timeout in a hung session"

@@ -41,7 +41,18 @@ _ChannelErrors = (paramiko.SSHException, OSError, EOFError)
 
 
 class AgentUnavailable(Exception):
-    """The agent did not start (no python3 on the target, a shell that prints instead)."""
+    """The agent did not start (no python3 on the target, a shell that prints instead).
+    ``shell_hung``: the login shell never ran the launch line within the wait (its profile
+    blocks): every session of this user would block the same way, so channels would too."""
+
+    def __init__(self, message: str, *, shell_hung: bool = False) -> None:
+        super().__init__(message)
+        self.shell_hung = shell_hung
+
+
+def launched_mark(nonce: str) -> str:
+    """The line the launch prints once the login shell has run it (the profile is done)."""
+    return f"driftwatch-launched {nonce}"
 
 
 def agent_command(pythons: Sequence[str], lifetime: float, nonce: str) -> str:
@@ -49,7 +60,8 @@ def agent_command(pythons: Sequence[str], lifetime: float, nonce: str) -> str:
     told its lifetime and the nonce its hello must carry, as one line any login shell
     runs (login.py). No `timeout` around it: the agent bounds itself and its commands."""
     code = (resources.files("driftwatch") / "transport" / "scripts" / "agent.py").read_text(encoding="utf-8")
-    return login_command(first_python(code, pythons, args=[str(int(lifetime)), nonce]))
+    launched = f"echo {launched_mark(nonce)}; "
+    return login_command(launched + first_python(code, pythons, args=[str(int(lifetime)), nonce]))
 
 
 def find_hello(line: bytes, nonce: str) -> int | None:
@@ -93,6 +105,8 @@ class Agent:
         self._line_limit = line_bound(0)
         self._dead: str | None = None  # why it takes no more commands
         self._stderr = b""  # its last words, for the reason it failed
+        self._launched = False  # the login shell ran the launch line (launched_mark)
+        self._launched_line = launched_mark(self.nonce).encode()
 
     @classmethod
     def start(cls, transport: paramiko.Transport, *, address: str, pythons: Sequence[str], wait: float) -> Agent:
@@ -113,9 +127,12 @@ class Agent:
         threading.Thread(target=agent._read, name=agent._who, daemon=True).start()
         if agent._hello.wait(wait) and agent.pid is not None:
             return agent
+        hung = not agent._dead and not agent._launched
         why = "it exited" if agent._dead else f"no hello within {wait:g}s"
+        if hung:
+            why = f"the login shell did not start within {wait:g}s (a profile that waits on something?)"
         agent.close()
-        raise AgentUnavailable(why + agent._last_words())
+        raise AgentUnavailable(why + agent._last_words(), shell_hung=hung)
 
     @property
     def alive(self) -> bool:
@@ -204,6 +221,9 @@ class Agent:
     def _dispatch(self, line: bytes) -> str | None:
         """Hand one answer to its caller; a reason to give up on the agent, or None."""
         if self.pid is None:  # lines before the hello are a chatty ~/.bashrc's
+            if line.endswith(self._launched_line):
+                self._launched = True
+                return None
             self.pid = find_hello(line, self.nonce)
             if self.pid is not None:
                 self._hello.set()

@@ -64,7 +64,7 @@ _defer_invoke()
 import paramiko  # noqa: E402  (after _defer_invoke)
 
 from driftwatch.errors import AuthError, ConnectError, DriftwatchError, HostKeyError, UserError
-from driftwatch.transport.agent import AGENT_LIFETIME, DEFAULT_PYTHONS, Agent
+from driftwatch.transport.agent import AGENT_LIFETIME, DEFAULT_PYTHONS, Agent, AgentUnavailable
 from driftwatch.transport.base import (
     CLIENT_GRACE,
     DEFAULT_MAX_OUTPUT,
@@ -159,6 +159,9 @@ class SshTransport:
         self._retired: list[Agent] = []  # replaced near their end, maybe still answering
         self._closed = False
         self.agent_error: str | None = None  # why commands run on channels, if they do
+        # The agent's login shell never ran its launch line: a profile blocks every session
+        # of this user, so a channel per command would only leave one more shell hung there.
+        self._shell_hung = False
 
     @classmethod
     def connect(
@@ -221,6 +224,8 @@ class SshTransport:
             return _failed(out, err, f"no command agent on {self.address} within {timeout:g}s", timed_out=True)
         if self._closed:
             return interrupted_result(self.address)
+        if agent is None and self._shell_hung:
+            return _failed(out, err, f"not run: {self.agent_error}; a session of its own would wait the same way")
         if agent is not None:
             remote_timeout = max(deadline - CLIENT_GRACE - time.monotonic(), 0.0)
             return agent.run(
@@ -327,6 +332,7 @@ class SshTransport:
             agent = Agent.start(transport, address=self.address, pythons=self._agent_pythons, wait=self._agent_wait)
         except Exception as exc:  # noqa: BLE001  # whatever went wrong, channels remain
             self.agent_error = f"command agent unavailable on {self.address}: {_reason(exc)}"
+            self._shell_hung = isinstance(exc, AgentUnavailable) and exc.shell_hung
         with self._agent_lock:
             keep = None if self._closed else agent
             if not future.done():  # else close() has resolved it already
