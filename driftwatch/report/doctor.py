@@ -13,6 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from driftwatch.model import ProbeRecord, ProbeStatus
 from driftwatch.report.diff import SEVERITY_STYLE, md_cell, md_text
 from driftwatch.report.safe import clean
 from driftwatch.rules.finding import Diagnosis, Finding
@@ -62,10 +63,10 @@ def headline(report: HostReport) -> str:
     return f"{report.host}: {found}" + (f" ({counts})" if counts else "") + note + unread
 
 
-def unread_probes(probes: dict[str, Any]) -> dict[str, str]:
+def unread_probes(probes: dict[str, ProbeRecord]) -> dict[str, str]:
     """``{probe: "timeout: why"}`` for every probe of a snapshot that failed or timed out."""
     return {name: f"{record.status.value}: {record.error or 'no reason recorded'}"
-            for name, record in probes.items() if record.status.value in ("error", "timeout")}
+            for name, record in probes.items() if record.status in (ProbeStatus.error, ProbeStatus.timeout)}
 
 
 def _not_run(d: Diagnosis) -> str:

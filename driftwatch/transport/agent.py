@@ -128,9 +128,8 @@ class Agent:
         if agent._hello.wait(wait) and agent.pid is not None:
             return agent
         hung = not agent._dead and not agent._launched
-        why = "it exited" if agent._dead else f"no hello within {wait:g}s"
-        if hung:
-            why = f"the login shell did not start within {wait:g}s (a profile that waits on something?)"
+        why = ("it exited" if agent._dead else f"no hello within {wait:g}s" if agent._launched
+               else f"the login shell did not start within {wait:g}s (a profile that waits on something?)")
         agent.close()
         raise AgentUnavailable(why + agent._last_words(), shell_hung=hung)
 
