@@ -81,6 +81,36 @@ def test_a_login_shell_and_its_profile_change_no_fact(
     assert elapsed < CONNECT_TIMEOUT - 5, "the agent's hello was missed: the snapshot waited out the connect timeout"
 
 
+# The file each shell reads only as a login shell, and its line that exports a variable.
+LOGIN_PROFILE = {
+    "/bin/bash": (".profile", "export NCCL_SOCKET_IFNAME=eth-{tag}\n"),
+    "/bin/dash": (".profile", "export NCCL_SOCKET_IFNAME=eth-{tag}\n"),
+    "/usr/bin/zsh": (".zprofile", "export NCCL_SOCKET_IFNAME=eth-{tag}\n"),
+    "/usr/bin/fish": (".config/fish/config.fish", "if status is-login\n  set -gx NCCL_SOCKET_IFNAME eth-{tag}\nend\n"),
+    "/usr/bin/tcsh": (".login", "setenv NCCL_SOCKET_IFNAME eth-{tag}\n"),
+    "/bin/bsd-csh": (".login", "setenv NCCL_SOCKET_IFNAME eth-{tag}\n"),
+}
+
+
+@pytest.mark.parametrize("shell", sorted(LOGIN_PROFILE))
+def test_the_login_environment_is_read_with_the_users_own_shell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], shell: str
+) -> None:
+    # A tcsh user sets NCCL_SOCKET_IFNAME in ~/.login; it used to be read with `bash -l`,
+    # which never reads that file: the variable was not recorded, and a change to it was
+    # "no drift".
+    tag = Path(shell).name
+    name, line = LOGIN_PROFILE[shell]
+    with login_host(tmp_path / "host", shell=shell, dotfiles={name: line.format(tag=tag)}) as host:
+        configure(tmp_path, host, tmp_path)
+        monkeypatch.chdir(tmp_path)
+        code, snap, _ = snapshot(capsys)
+    assert code == 0
+    facts = snap["probes"]["processes"]["facts"]
+    assert facts["login_env_error"] is None
+    assert (Path(facts["login_shell"]).name, facts["login_env"].get("NCCL_SOCKET_IFNAME")) == (tag, f"eth-{tag}")
+
+
 @pytest.mark.parametrize("temp", ["missing", "full"])
 def test_a_missing_or_full_temp_folder_is_not_blamed_on_the_driver_or_the_repo(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], temp: str

@@ -15,16 +15,20 @@ import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # type checkers only; the annotations are strings: importing typing costs ~5 ms per start
-    from typing import Dict, Optional, Tuple
+    from typing import Dict, List, Optional, Tuple
 
-LOGIN_SHELLS = {"bash", "sh", "dash", "zsh", "ksh"}
+POSIX_SHELLS = {"bash", "sh", "dash", "zsh", "ksh", "mksh"}
+# csh reads ~/.login only as a login shell reading commands: argv[0] "-csh", commands on
+# stdin (BSD csh ignores ~/.login under -c; tcsh would take either).
+CSH_SHELLS = {"csh", "tcsh", "bsd-csh"}
+LOGIN_SHELLS = POSIX_SHELLS | CSH_SHELLS | {"fish"}
 KILL_GRACE = 1.0  # seconds between TERM and KILL
 REDACTED = "<redacted>"
 
 
 def login_shell() -> str:
-    """The user's own shell when it is a POSIX-ish one (its profiles are the ones that
-    count), else bash, else sh."""
+    """The user's own shell when it is one we know how to log in with (its profiles are
+    the ones that count), else bash, else sh."""
     try:
         shell = pwd.getpwuid(os.getuid()).pw_shell
     except KeyError:
@@ -34,7 +38,19 @@ def login_shell() -> str:
     return shutil.which("bash") or "/bin/sh"
 
 
-def start(shell: str, marker: str) -> subprocess.Popen:
+def login_command(shell: str, marker: str) -> "Tuple[List[str], Optional[bytes]]":
+    """The argv that starts ``shell`` as a login shell, and what to write on its stdin.
+    The shell prints ``marker`` (separating what the profiles print themselves), then
+    becomes `cat` of its own environment: no second interpreter start on the target. The
+    line is the same in every family: ``marker`` is hex and a colon, quoted alike in all."""
+    line = "printf '%%s' '%s'; exec cat /proc/self/environ" % marker
+    name = os.path.basename(shell)
+    if name in CSH_SHELLS:
+        return ["-" + name], (line + "\n").encode()
+    return [shell, "-l", "-c", line], None
+
+
+def start(shell: str, marker: str) -> "Tuple[subprocess.Popen, Optional[bytes]]":
     # A clean environment, so the result is what a fresh login gets from the profiles,
     # not whatever the caller (cron, an interactive ssh session) happened to export.
     home = os.environ.get("HOME") or os.path.expanduser("~")
@@ -46,12 +62,11 @@ def start(shell: str, marker: str) -> subprocess.Popen:
             pass
     env = {"HOME": home, "USER": user, "LOGNAME": user, "SHELL": shell,
            "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
-    # The shell prints a fresh marker (separating what the profiles print themselves), then
-    # becomes `cat` of its own environment: no second interpreter start on the target.
-    argv = [shell, "-lc", 'printf "%s" "$0"; exec cat /proc/self/environ', marker]
-    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, env=env,
+    argv, stdin = login_command(shell, marker)
+    proc = subprocess.Popen(argv, executable=shell, stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
                             cwd=home if os.path.isdir(home) else "/", start_new_session=True)
+    return proc, stdin
 
 
 def stop_group(proc: subprocess.Popen) -> None:
@@ -76,21 +91,23 @@ def stop_group(proc: subprocess.Popen) -> None:
         pass
 
 
-def stopped_with(proc: subprocess.Popen) -> subprocess.Popen:
+def stopped_with(started: "Tuple[subprocess.Popen, Optional[bytes]]") -> "Tuple[subprocess.Popen, Optional[bytes]]":
     """The shell runs in a session of its own, out of reach of what stops this script's
     group: when the command around this script is stopped first (its deadline came before
     the shell's own), this script's SIGTERM stops the shell's group too, then exits."""
     def on_term(signum, frame):  # type: ignore[no-untyped-def]
-        stop_group(proc)
+        stop_group(started[0])
         os._exit(128 + signum)
 
     signal.signal(signal.SIGTERM, on_term)
-    return proc
+    return started
 
 
-def finish(proc: subprocess.Popen, marker: str, timeout: float) -> "Tuple[Optional[Dict[str, str]], Optional[str]]":
+def finish(started: "Tuple[subprocess.Popen, Optional[bytes]]", marker: str,
+           timeout: float) -> "Tuple[Optional[Dict[str, str]], Optional[str]]":
+    proc, stdin = started
     try:
-        out, _ = proc.communicate(timeout=timeout)
+        out, _ = proc.communicate(stdin, timeout=timeout)
     except subprocess.TimeoutExpired:
         stop_group(proc)
         if proc.stdout is not None:
