@@ -169,8 +169,38 @@ def test_a_profile_that_hangs_leaves_one_shell_behind_not_one_per_command(
             hung = subprocess.run(["pgrep", "-f", "-x", nap], capture_output=True, text=True).stdout.split()
         finally:
             subprocess.run(["pkill", "-f", "-x", nap], check=False)
-    system = entry["snapshot"]["probes"]["system"]
-    assert code == 3 and system["status"] == "error", system  # stored, every command refused
-    assert "the login shell did not start within 2s" in system["error"], system
+    # Nothing of the host was read: an error of the host, no snapshot stored to diff against.
+    assert code == 1 and "snapshot" not in entry, entry
+    assert entry["error"].startswith("nothing collected: "), entry
+    assert "the login shell did not start within 2s" in entry["error"], entry
     assert len(hung) <= 1, f"{len(hung)} hung login shells left on the host"
     assert elapsed < 8, "each command waited out its own timeout in a hung session"
+
+
+def test_a_host_whose_every_command_fails_to_start_is_an_error_not_drift(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A good baseline, then the user's ~/.bashrc starts with `exit 0` (a broken dotfile
+    # push): sshd still accepts the login, and every command ends before it starts. The
+    # host was never read, so `check` may not call that drift (exit 2, "driftwatch_up 1").
+    with login_host(tmp_path / "host") as host:
+        (tmp_path / "driftwatch.toml").write_text(
+            f'timeout = 8\nconnect_timeout = 3\nssh_config = "{host.ssh_config_path}"\n'
+            f'known_hosts = "{host.known_hosts_path}"\n[watch]\npython = []\nprocesses = []\n'
+        )
+        monkeypatch.chdir(tmp_path)
+        assert main(["snapshot", "testhost", "--label", "good"]) == 0
+        capsys.readouterr()
+        (tmp_path / "host" / "home" / ".bashrc").write_text("exit 0\n")
+        code = main(["check", "testhost", "--nhc"])
+        nhc = capsys.readouterr().out.strip()
+        metrics = tmp_path / "metrics"
+        metrics.mkdir()
+        textfile_code = main(["check", "testhost", "--textfile", str(metrics)])
+        capsys.readouterr()
+    assert code == 1, nhc
+    assert nhc.startswith("ERROR: driftwatch: could not check: nothing collected: "), nhc
+    assert "did not start" in nhc, nhc
+    [prom] = metrics.glob("*.prom")
+    assert textfile_code == 1
+    assert 'driftwatch_up{host="testhost"} 0.0' in prom.read_text()

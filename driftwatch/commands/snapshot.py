@@ -92,8 +92,12 @@ def take_snapshot(
         interrupt.unregister(transport)
         transport.close()
     interrupt.check()  # probes cut short by the stop are not a host's failure
-    if all(r.status in (ProbeStatus.error, ProbeStatus.timeout) for r in snap.probes.values()):
-        reasons = "; ".join(f"{n}: {r.error}" for n, r in snap.probes.items())
+    failed = {n: r.error for n, r in snap.probes.items() if r.status in (ProbeStatus.error, ProbeStatus.timeout)}
+    if failed and not transport.reached:  # every command failed to start: the host was never read
+        first = str(next(iter(failed.values())))  # the same transport failure in every probe
+        return HostOutcome(target, error=f"nothing collected: {first.removeprefix('no result from the target: ')}")
+    if len(failed) == len(snap.probes):
+        reasons = "; ".join(f"{n}: {r}" for n, r in failed.items())
         return HostOutcome(target, error=f"nothing collected ({reasons})")
     return HostOutcome(target, snapshot=snap, previous=previous)
 

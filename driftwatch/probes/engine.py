@@ -103,15 +103,24 @@ def merge_reports(order: list[str], reports: dict[str, Any]) -> tuple[dict[str, 
     return engines, outcomes
 
 
+def nothing_found(names: dict[str, list[str]], unread: ProbeError | ProbeSkipped | None) -> Facts:
+    """No engine in any interpreter read: a fact only when the servers were read too; with
+    their environments unread the probe knows nothing, and ends as the processes probe did."""
+    if unread is not None:
+        raise type(unread)(f"environments not read: {unread}")
+    return {"engines": {}, "settings": names, "interpreters": {}, "environments_error": None}
+
+
 class EngineProbe:
     name = "engine"
 
     def collect(self, ctx: ProbeContext) -> Facts:
+        unread: ProbeError | ProbeSkipped | None = None
         try:
             processes = observed(ctx)
-            environments_error = None
         except (ProbeError, ProbeSkipped) as exc:  # the configured interpreters still tell
-            processes, environments_error = {}, f"environments not read: {exc}"
+            processes, unread = {}, exc
+        environments_error = None if unread is None else f"environments not read: {unread}"
         names = settings_set(processes)
         servers = server_pythons(processes)
         # Every candidate is asked at once, while the python probe reads the configured
@@ -119,9 +128,8 @@ class EngineProbe:
         # whose interpreters start slowly (a venv on NFS) the probe costs one start, not two.
         # The runs of configured interpreters without an engine are then dropped.
         guess = list(dict.fromkeys(servers + list(ctx.watch.python)))[:MAX_INTERPRETERS]
-        none = {"engines": {}, "settings": names, "interpreters": {}, "environments_error": environments_error}
         if not guess:
-            return none
+            return nothing_found(names, unread)
         previous = {key: engine for key, engine in (ctx.previous.get("engines") or {}).items()
                     if isinstance(engine, dict) and engine.get("interpreter") in guess}
         request = build_request(names, previous, max(0.5, ctx.time_left * 0.5))
@@ -130,7 +138,7 @@ class EngineProbe:
         reports = run_interpreters(ctx, guess, script)
         order = list(dict.fromkeys(servers + engines_in_configured(ctx)))[:MAX_INTERPRETERS]
         if not order:
-            return none
+            return nothing_found(names, unread)
         late = [interpreter for interpreter in order if interpreter not in reports]  # past the guess's bound
         if late:
             reports.update(run_interpreters(ctx, late, script))

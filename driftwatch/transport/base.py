@@ -92,6 +92,12 @@ class Transport(Protocol):
         flight, from any thread: each such run() returns promptly, ``interrupted``."""
         ...
 
+    @property
+    def reached(self) -> bool:
+        """Whether any command has run on the target (started, whatever it did next): a
+        host whose every command failed to start was never read."""
+        ...
+
 
 # Where a stdlib-only script finds a python3 on the target: the system interpreter first,
 # because a pyenv or conda shim first on PATH costs ~60 ms of CPU per start.

@@ -62,6 +62,11 @@ def output_buffer(max_output: int) -> BoundedBuffer:
     return BoundedBuffer(max_output + PROFILE_OUTPUT)
 
 
+def has_started(result: CommandResult, mark: str) -> bool:
+    """Whether the command's start mark came: the host ran it, whatever it did next."""
+    return mark.encode() + b"\n" in result.stdout
+
+
 def started(result: CommandResult, mark: str, max_output: int, where: str) -> CommandResult:
     """``result`` without what came before the start mark; an error when the mark is missing
     (a timed-out command that never started stays a timeout)."""

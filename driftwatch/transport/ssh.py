@@ -73,7 +73,9 @@ from driftwatch.transport.base import (
     interrupted_result,
 )
 from driftwatch.transport.bounded import BoundedBuffer
-from driftwatch.transport.channel import bounded_command, channel_stdin, output_buffer, pump, started, with_survivors
+from driftwatch.transport.channel import (
+    bounded_command, channel_stdin, has_started, output_buffer, pump, started, with_survivors,
+)
 
 DEFAULT_SSH_CONFIG = "~/.ssh/config"
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
@@ -162,6 +164,7 @@ class SshTransport:
         # The agent's login shell never ran its launch line: a profile blocks every session
         # of this user, so a channel per command would only leave one more shell hung there.
         self._shell_hung = False
+        self._reached = False  # a command of ours has run on the host (see ``reached``)
 
     @classmethod
     def connect(
@@ -227,6 +230,7 @@ class SshTransport:
         if agent is None and self._shell_hung:
             return _failed(out, err, f"not run: {self.agent_error}; a session of its own would wait the same way")
         if agent is not None:
+            self._reached = True  # its hello came from a python on the host
             remote_timeout = max(deadline - CLIENT_GRACE - time.monotonic(), 0.0)
             return agent.run(
                 script, timeout=remote_timeout, stdin=stdin, max_output=max_output, deadline=deadline, python=python
@@ -242,6 +246,7 @@ class SshTransport:
                 bounded_command(script, remote_timeout, mark), channel_stdin(stdin, mark),
                 output_buffer(max_output), err, deadline,
             )
+            self._reached = self._reached or has_started(result, mark)
             return with_survivors(started(result, mark, max_output, self.address), mark)
         finally:
             self._slots.release()
@@ -264,6 +269,13 @@ class SshTransport:
             if self._agent is None and not self._closed:
                 self._agent = Future()
                 threading.Thread(target=self._start_agent, args=(self._agent,), daemon=True).start()
+
+    @property
+    def reached(self) -> bool:
+        """Whether any command of ours has run on the host. False after commands that all
+        failed to start (a profile that exits, a shell that is not one): the host was
+        connected to, never read."""
+        return self._reached
 
     @property
     def mode(self) -> str:

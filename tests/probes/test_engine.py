@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from driftwatch.probes.base import ProbeContext
+from driftwatch.probes import engine
+from driftwatch.probes.base import ProbeContext, ProbeError, ProbeSkipped
 from driftwatch.probes.engine import EngineProbe, server_pythons, settings_set
 from driftwatch.settings import WatchSettings
 from driftwatch.transport.local import LocalTransport
@@ -52,6 +53,21 @@ def test_the_previous_snapshot_is_the_cache_while_record_holds(tmp_path: Path, m
 def test_no_engine_no_run() -> None:
     facts = EngineProbe().collect(ProbeContext(transport=LocalTransport(), watch=WatchSettings(python=[], processes=[])))
     assert facts == {"engines": {}, "settings": {}, "interpreters": {}, "environments_error": None}
+
+
+@pytest.mark.parametrize("unread", [ProbeError("no result from the target: exit 1"), ProbeSkipped("no /proc")])
+def test_servers_unread_and_no_engine_is_not_the_fact_no_engine(
+    unread: ProbeError | ProbeSkipped, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The servers' interpreters were never learnt: "no engine" would be a false fact that a
+    # diff reads as the engine removed. The probe ends the way the processes probe did.
+    def fail(ctx: ProbeContext) -> dict[str, object]:
+        raise unread
+
+    monkeypatch.setattr(engine, "observed", fail)
+    ctx = ProbeContext(transport=LocalTransport(), watch=WatchSettings(python=[], processes=[]))
+    with pytest.raises(type(unread), match=f"environments not read: {unread}"):
+        EngineProbe().collect(ctx)
 
 
 def test_settings_and_server_pythons_from_the_processes_facts() -> None:
