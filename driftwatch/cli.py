@@ -12,6 +12,7 @@ import copy
 import io
 import os
 import sys
+from collections.abc import Callable
 from typing import Annotated, Any, Optional
 
 # pydantic looks up third-party plugins through importlib.metadata the first time it builds
@@ -67,17 +68,29 @@ DEFAULT_TIMEOUT_S = 10.0  # the config's `timeout` unless set (config.Config.tim
 MAX_KEEP_DAYS = 36500.0
 
 
-def _seconds(value: float | None) -> float | None:
-    # `not a <= x <= b` also refuses nan, which every comparison calls False.
-    if value is not None and not MIN_SECONDS <= value <= MAX_SECONDS:
-        raise typer.BadParameter(f"{value:g} is not a number of seconds from {MIN_SECONDS:g} to {MAX_SECONDS:g}")
-    return value
+MIN_TIMEOUT = 1.0  # config.MIN_TIMEOUT: a probe given less starts no command (probes.base.MIN_COMMAND_S)
+
+
+def _within(low: float) -> Callable[[float | None], float | None]:
+    """An option's callback that refuses seconds outside ``low``..MAX_SECONDS (typer passes
+    a callback only the value when it takes one argument)."""
+
+    def check(value: float | None) -> float | None:
+        # `not a <= x <= b` also refuses nan, which every comparison calls False.
+        if value is not None and not low <= value <= MAX_SECONDS:
+            raise typer.BadParameter(f"{value:g} is not a number of seconds from {low:g} to {MAX_SECONDS:g}")
+        return value
+
+    return check
+
+
+_seconds, _probe_seconds = _within(MIN_SECONDS), _within(MIN_TIMEOUT)
 
 
 def _timeout(when: str = "") -> Any:
     """``--timeout`` as every command that takes it says it, with its default."""
     return typer.Option(
-        "--timeout", metavar="SECONDS", callback=_seconds,
+        "--timeout", metavar="SECONDS", callback=_probe_seconds,
         help=f"Per-probe deadline in seconds{when} (default: the config's timeout, {DEFAULT_TIMEOUT_S:g} unless set there).",
     )
 

@@ -36,6 +36,7 @@ LOCAL = "local"
 # The longest deadline a config or flag may set. inf, nan and absurd values passed
 # validation before and failed later (a traceback, or a lock wait of 2 x inf).
 MAX_SECONDS = 86400.0
+MIN_TIMEOUT = 1.0  # per probe: one given less starts no command (probes.base.MIN_COMMAND_S)
 
 
 class HostConfig(BaseModel):
@@ -71,7 +72,7 @@ class Config(BaseModel):
     store_options: StoreOptions = Field(default_factory=StoreOptions)
     # What the target `local` is stored under; default: this machine's hostname.
     local_name: str | None = Field(default=None, min_length=1)
-    timeout: float = Field(default=10.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
+    timeout: float = Field(default=10.0, ge=MIN_TIMEOUT, le=MAX_SECONDS, allow_inf_nan=False)
     connect_timeout: float = Field(default=10.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
     accept_new_host_key: bool = False
     ssh_config: str | None = None  # default ~/.ssh/config

@@ -67,7 +67,9 @@ def test_list_show_and_refs(host: Path, capsys: pytest.CaptureFixture[str]) -> N
         (["snapshot", "local", "--config", "missing.toml"], "config file not found"),
         (["list", "gpu99"], "does not exist"),  # no store here yet: which one was read, and that it is missing
         (["snapshot", "local", "--timeout", "soon"], "Invalid value"),
-        (["snapshot", "local", "--timeout", "inf"], "inf is not a number of seconds from 0.1 to 86400"),
+        (["snapshot", "local", "--timeout", "inf"], "inf is not a number of seconds from 1 to 86400"),
+        # less than a second per probe starts no command: refused, not an empty snapshot labelled good
+        (["snapshot", "local", "--timeout", "0.1", "--label", "good"], "0.1 is not a number of seconds from 1"),
         (["snapshot", "local", "--timeout", "nan"], "nan is not a number of seconds"),
         (["check", "local", "--timeout", "1e9"], "1e+09 is not a number of seconds"),
         (["fleet", "local", "gpu01", "--snapshot", "--timeout", "-1"], "-1 is not a number of seconds"),

@@ -61,6 +61,7 @@ def test_host_overrides_and_groups() -> None:
         ("connect_timeout = inf", "connect_timeout: Input should be a finite number"),
         ("connect_timeout = -1", "connect_timeout: Input should be greater than 0"),
         ("timeout = 1e9", "timeout: Input should be less than or equal to 86400"),
+        ("timeout = 0.2", "timeout: Input should be greater than or equal to 1"),
         ("[watch]\nbogus = 1", "bogus"),
         ("[hosts.a]\npython = 3", "python"),
         ("[groups]\nrack = ['nope']", "unknown host"),
@@ -80,6 +81,7 @@ def test_the_cli_bounds_deadlines_as_the_config_does() -> None:
     from driftwatch import cli, config
 
     assert cli.MAX_SECONDS == config.MAX_SECONDS
+    assert cli.MIN_TIMEOUT == config.MIN_TIMEOUT
     assert cli.DEFAULT_TIMEOUT_S == config.Config.model_fields["timeout"].default  # what --help says
 
 
