@@ -99,6 +99,17 @@ def test_the_line_is_one_escaped_bounded_line_whatever_the_host_says(
     assert not any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 or c == "\u202e" for c in out.rstrip("\n"))
 
 
+def test_a_hung_nvidia_smi_drains_the_node_for_itself_not_for_an_unrelated_edit(
+    host: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    edit_watched_file(host)  # drift, but nothing nvidia-smi reads
+    monkeypatch.setenv("FAKE_NVIDIA_SMI_HANG", "1")
+    capsys.readouterr()
+    assert main([*NHC, "--timeout", "2"]) == 2
+    out = capsys.readouterr().out
+    assert out.startswith("ERROR: driftwatch: gpu probe timed out (nvidia-smi hung?)") and out.endswith(" (+1 more)\n"), out
+
+
 def test_a_check_that_cannot_run_exits_1_with_its_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

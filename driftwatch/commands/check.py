@@ -20,6 +20,7 @@ from driftwatch.config import Config, Target, resolve_targets
 from driftwatch.diff import Change, DiffOptions, Severity
 from driftwatch.explain import DiffResult, diff_snapshots
 from driftwatch.explain.known_bad import sentence
+from driftwatch.explain.symptoms import lead
 from driftwatch.errors import StoreError, UserError
 from driftwatch.model import Snapshot
 from driftwatch.cron.notify import send, validate_destination
@@ -89,8 +90,14 @@ class CheckOutcome:
         return [finding for finding in self.result.problems if finding.severity.rank >= self.fail_on.rank]
 
     def causes(self) -> list[str]:
-        """Why the check fails, most likely first: the failing drift, else the known-bad states."""
-        return [change.cause for change in self.failing] or [sentence(f) for f in self.failing_states]
+        """Why the check fails, most likely first: the failing drift, else the known-bad states.
+        A symptom that no failing change can explain (a probe that now hangs) comes first,
+        in its own words: never an unrelated change named as why."""
+        failing = self.failing
+        symptom, cause = lead(failing)
+        if symptom is not None and cause is None:
+            return [symptom.headline or symptom.cause, *(c.cause for c in failing if c is not symptom)]
+        return [change.cause for change in failing] or [sentence(f) for f in self.failing_states]
 
     @property
     def exit_code(self) -> int:

@@ -108,6 +108,10 @@ class Change:
     # A symptom's likely causes by kind, when its text names none: ``category`` or
     # ``category:item`` globs (a changed canary answer pulls ``package:flashinfer*``, ``cuda``).
     pulls: tuple[str, ...] = ()
+    # The ``pulls`` are all that can cause the symptom: a probe's command reads only its own
+    # layer (nvidia-smi hangs with the driver or the host, never with a launch flag), so a
+    # change they do not name is never called its cause (explain/symptoms.py: ``explains``).
+    bounded: bool = False
     # Rank hints set by explain/, never printed as such: how strongly the symptom's evidence
     # names this change (explain/evidence.py), and whether the server provably never touches
     # it (explain/touch.py).

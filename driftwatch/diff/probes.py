@@ -23,6 +23,21 @@ TIMEOUT_HINTS = {
     "containers": "a hung runtime CLI or a hung mount inside a container?)",
     "canary": "the servers did not answer within the canary's deadline?): their answers are not compared",
 }
+# What each probe's commands read, as ``pulls``: a failure of the probe is explained by a
+# change there or in the host under it (``system``: kernel, mounts, load), by nothing a
+# server is launched with. Probes not named here (canary, perf, logs) exercise or read the
+# servers themselves: anything may explain them.
+PROBE_LAYERS = {
+    "gpu": ("driver", "gpu", "system"),
+    "driver": ("driver", "system"),
+    "cuda": ("cuda", "driver", "system"),
+    "python": ("python", "package", "file", "system"),
+    "libraries": ("package", "python", "cuda", "file", "system"),
+    "files": ("file", "system"),
+    "git": ("git", "file", "system"),
+    "containers": ("container", "system"),
+    "system": ("system", "driver"),
+}
 ERROR_HINTS = {
     "gpu": "is the NVIDIA driver loaded and nvidia-smi working?",
     "python": "is the configured interpreter still there?",
@@ -54,6 +69,7 @@ def diff_probe(name: str, old: ProbeRecord | None, new: ProbeRecord | None) -> C
                       Severity.info, f"{name} was not asked for in the {side} snapshot (opt-in: --{name}); "
                       "its facts are not compared", context=True)
     severity, explanation = _explain(name, old_status, new, old)
+    failed = new_status in FAILED
     return Change(
         category="probe",
         item=name,
@@ -63,15 +79,21 @@ def diff_probe(name: str, old: ProbeRecord | None, new: ProbeRecord | None) -> C
         explanation=explanation,
         # A probe that ran and now fails is what broke (nvidia-smi erroring after a driver
         # update), not why: its error text points at the cause.
-        symptom=old_status is ProbeStatus.ok and new_status in FAILED,
-        headline=_short(name, new) if new is not None and new_status in FAILED else "",
+        symptom=old_status is ProbeStatus.ok and failed,
+        headline=_short(name, new) if new is not None and failed else "",
+        pulls=PROBE_LAYERS.get(name, ()) if failed else (),
+        bounded=failed and name in PROBE_LAYERS,
     )
 
 
 def _short(name: str, new: ProbeRecord) -> str:
-    """``gpu probe failed: … Driver/library version mismatch``: the error's own words, both ends."""
-    what = "timed out" if new.status == ProbeStatus.timeout else "failed"
-    return f"{name} probe {what}" + (f": {fmt.ends(new.error, 60)}" if new.error else "")
+    """``gpu probe failed: … Driver/library version mismatch``: the error's own words, both
+    ends; a timeout says what usually hangs (``gpu probe timed out (nvidia-smi hung?): after 10s``)."""
+    if new.status == ProbeStatus.timeout:
+        hint = TIMEOUT_HINTS.get(name, "a hung command?)").split("?)", 1)[0]
+        error = (new.error or "").removeprefix("timed out ")
+        return f"{name} probe timed out ({hint}?)" + (f": {fmt.ends(error, 60)}" if error else "")
+    return f"{name} probe failed" + (f": {fmt.ends(new.error, 60)}" if new.error else "")
 
 
 def _explain(

@@ -6,6 +6,7 @@ from typing import Any
 
 from driftwatch.diff.change import Change
 from driftwatch.diff.engine import cloned_image
+from driftwatch.explain.symptoms import lead
 from driftwatch.model import Snapshot
 from driftwatch.severity import Severity
 
@@ -27,8 +28,7 @@ def tally(changes: list[Change]) -> dict[str, Any]:
     cause are about drift: context findings change nothing that runs, and accepted or
     ignored ones were decided on, so none of them count (nor alert, nor set the exit code)."""
     drift = [change for change in changes if change.drift]
-    causes = [change for change in drift if not change.symptom]
-    symptoms = [change for change in drift if change.symptom]
+    symptom, cause = lead(drift)
     counts = {s.value: 0 for s in Severity}
     for change in drift:
         counts[change.severity.value] += 1
@@ -39,9 +39,9 @@ def tally(changes: list[Change]) -> dict[str, Any]:
         "context": statuses.count("context"),
         "accepted": statuses.count("accepted"),
         "ignored": statuses.count("ignored"),
-        # The cause under the symptom; with only symptoms, no recorded change explains them.
-        "most_likely_cause": causes[0].cause if causes else None,
-        "symptom": (symptoms[0].headline or symptoms[0].cause) if symptoms else None,
+        # The cause under the symptom; None when no recorded change can explain it.
+        "most_likely_cause": cause.cause if cause is not None else None,
+        "symptom": (symptom.headline or symptom.cause) if symptom is not None else None,
     }
 
 

@@ -45,3 +45,21 @@ def evidence_text(symptom: Change) -> str:
     if isinstance(symptom.new, str) and len(symptom.new) > 20:
         return symptom.new
     return symptom.explanation
+
+
+def explains(cause: Change, symptom: Change) -> bool:
+    """Whether ``cause`` may be named as ``symptom``'s most likely cause: a bounded symptom
+    (a probe that now fails) only by a change of what its command reads."""
+    return not symptom.bounded or pulled(cause, symptom.pulls)
+
+
+def lead(ranked: list[Change]) -> tuple[Change | None, Change | None]:
+    """What a report heads with, of ranked changes: the first symptom among the drift and
+    the cause named under it, the highest cause that can explain it (None: no recorded
+    change does); without a symptom, the highest cause."""
+    drift = [change for change in ranked if change.drift]
+    symptom = next((change for change in drift if change.symptom), None)
+    causes = (change for change in drift if not change.symptom)
+    if symptom is None:
+        return None, next(causes, None)
+    return symptom, next((change for change in causes if explains(change, symptom)), None)

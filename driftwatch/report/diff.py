@@ -11,6 +11,7 @@ from rich.text import Text
 from driftwatch.diff import Change, Severity
 
 from driftwatch.explain import DiffResult
+from driftwatch.explain.symptoms import lead
 from driftwatch.facts import fmt
 from driftwatch.report.safe import clean
 from driftwatch.when import shown
@@ -47,8 +48,7 @@ def headline(result: DiffResult, limit: int | None = None) -> str:
         return text
     noun = "change" if summary["total"] == 1 else "changes"
     room = limit or HEADLINE_MAX
-    top = next((c for c in result.drift_changes if not c.symptom), None)
-    symptom = next((c for c in result.drift_changes if c.symptom), None)
+    symptom, top = lead(result.drift_changes)
     if symptom is not None:  # what broke first, then why
         tail = f" ({summary['total']} {noun})"
         # Its own clause; one that is too long keeps both ends (an error's specific part,

@@ -11,7 +11,7 @@ from driftwatch.explain.evidence import match_weight, names_in
 from driftwatch.explain.rank import rank_changes
 from driftwatch.model import ProbeRecord, ProbeStatus
 from driftwatch.report.diff import headline
-from tests.diff.builders import GPU1, SRT, baseline, dist, dists, make_snapshot
+from tests.diff.builders import GPU1, SRT, baseline, dist, dists, failed, make_snapshot
 from tests.diff.test_containers import in_container, server_process, snapshot
 from tests.rules.builders import SGLANG, logs, processes, server
 
@@ -152,3 +152,22 @@ def test_an_error_under_a_directory_ties_the_change_to_that_directory() -> None:
     assert match_weight(Change("process", "s /dev", 1, 2, Severity.low, ""), names) == (0, "")
     assert match_weight(Change("process", "s /dev/sh", 1, 2, Severity.low, ""), names) == (0, "")
     assert match_weight(Change("file", "/dev/shm/nccl-XXXXXX", 1, 2, Severity.low, ""), names) == (3, "/dev/shm/nccl-XXXXXX")
+
+
+def test_a_probe_that_now_hangs_is_never_explained_by_how_the_server_was_launched() -> None:
+    # nvidia-smi hangs: a server's environment cannot make it; naming CUDA_VISIBLE_DEVICES as
+    # the cause would be a false why. What the probe reads (the driver, the host) may be.
+    new = good()
+    new["processes"]["servers"]["sglang.launch_server"]["env"]["CUDA_VISIBLE_DEVICES"] = "1"
+    new["gpu"] = failed(ProbeStatus.timeout, "timed out after 10s")
+    result = diff_snapshots(make_snapshot(**good()), make_snapshot(minutes=60, **new))
+    assert result.summary["most_likely_cause"] is None
+    assert result.summary["symptom"] == "gpu probe timed out (nvidia-smi hung?): after 10s"
+    assert headline(result).startswith("gpu probe timed out (nvidia-smi hung?): after 10s; no recorded change explains it (")
+
+    new["system"]["nvidia_modules"]["nvidia"] = "595.45.04"  # the kernel module under nvidia-smi moved
+    result = diff_snapshots(make_snapshot(**good()), make_snapshot(minutes=60, **new))
+    causes = [c for c in result.drift_changes if not c.symptom]
+    assert causes[0].category == "driver", [c.explanation for c in causes]
+    assert result.summary["most_likely_cause"] == causes[0].cause
+    assert "; most likely cause: " in headline(result)
