@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import pwd
 import shlex
 import shutil
 from collections.abc import Iterator
@@ -72,25 +73,34 @@ def login_host(
     dotfiles: dict[str, str] | None = None,
     session_env: dict[str, str] | None = None,
     setup: str = "",
+    user: str | None = None,
 ) -> Iterator[Sshd]:
     """An sshd whose sessions log in with ``shell`` and a home holding ``dotfiles``
     ({path relative to the home: text}), with ``session_env`` set and the shell commands
-    ``setup`` run in its mount namespace before it starts (``mount -t tmpfs ...``)."""
+    ``setup`` run in its mount namespace before it starts (``mount -t tmpfs ...``).
+    ``user``: an existing unprivileged account to log in as instead (``nobody``), given
+    the home; ``workdir`` must then be one that account can reach (not under pytest's
+    0700 temp folder)."""
     exe = find_sshd() or pytest.skip("OpenSSH sshd is not installed")
     shell = need_shell(shell)
-    user = getpass.getuser()
+    user = user or getpass.getuser()
     home = workdir / "home"
     home.mkdir(parents=True, exist_ok=True)
     for name, text in (dotfiles or {}).items():
         path = home / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
+    if user != getpass.getuser():
+        owner = pwd.getpwnam(user)
+        for path in (home, *home.rglob("*")):
+            os.chown(path, owner.pw_uid, owner.pw_gid)
     passwd = workdir / "passwd"
     passwd.write_text(passwd_with(shell, home, user))
     binds = {"/etc/passwd": passwd}
     need_bind_mounts(binds)
     server = start_sshd(
-        workdir / "sshd", exe, prefix=namespace_prefix(binds, setup), session_env={"HOME": str(home), **(session_env or {})}
+        workdir / "sshd", exe, prefix=namespace_prefix(binds, setup), session_env={"HOME": str(home), **(session_env or {})},
+        user=user,
     )
     try:
         server.fake_env()

@@ -128,8 +128,10 @@ def start_sshd(
     *,
     prefix: Sequence[str] = (),
     session_env: dict[str, str] | None = None,
+    user: str | None = None,
 ) -> Sshd:
     """Start sshd; ``extra_config`` lines are appended (for MaxStartups the last value counts).
+    Sessions log in as ``user`` (default: whoever runs the tests).
     ``prefix`` runs before sshd (it must exec it, e.g. into a mount namespace), and
     ``session_env`` is set in every session (sshd's SetEnv); a ``PATH`` there replaces the
     usual session PATH, after the fake nvidia-smi's directory (a host without `timeout`), and
@@ -143,7 +145,7 @@ def start_sshd(
     # and only root-run sshd needs it.
     if os.geteuid() == 0:
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
-    user = getpass.getuser()
+    user = user or getpass.getuser()
     # Sessions get a home of their own, as every host of a real fleet has: the developer
     # machine's ~/.bashrc (pyenv init: a rehash under one machine-wide lock per login) would
     # otherwise run in every session of every test, slow and contended under load.

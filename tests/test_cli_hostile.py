@@ -8,8 +8,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -173,8 +175,38 @@ def test_a_profile_that_hangs_leaves_one_shell_behind_not_one_per_command(
     assert code == 1 and "snapshot" not in entry, entry
     assert entry["error"].startswith("nothing collected: "), entry
     assert "the login shell did not start within 2s" in entry["error"], entry
-    assert len(hung) <= 1, f"{len(hung)} hung login shells left on the host"
+    assert len(hung) <= 1, f"{len(hung)} hung login shells left on the host"  # root: see the next test
     assert elapsed < 8, "each command waited out its own timeout in a hung session"
+
+
+def test_a_profile_that_hangs_leaves_no_shell_behind_for_an_unprivileged_user(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The one shell the test above may leave is the agent's own, stuck in ~/.bashrc: for a
+    # user other than root, sshd kills the session's process group when asked (the SSH
+    # "signal" request; sshd refuses it for root, whose session runs unseparated), so a
+    # cron job every 5 minutes does not pile 288 shells a day onto a hung host.
+    nap = f"sleep 96.{os.getpid()}{time.time_ns() % 10_000}"
+    top = Path(tempfile.mkdtemp(prefix="driftwatch-nobody-"))  # reachable by nobody: not pytest's 0700 folder
+    top.chmod(0o755)
+    try:
+        with login_host(top / "host", dotfiles={".bashrc": nap + "\n"}, user="nobody") as host:
+            (top / "driftwatch.toml").write_text(
+                f'timeout = 8\nconnect_timeout = 2\nssh_config = "{host.ssh_config_path}"\n'
+                f'known_hosts = "{host.known_hosts_path}"\n[watch]\npython = []\nprocesses = []\n'
+            )
+            monkeypatch.chdir(top)
+            try:
+                code = main(["snapshot", "testhost", "--json"])
+                [entry] = json.loads(capsys.readouterr().out)
+                time.sleep(0.5)
+                hung = subprocess.run(["pgrep", "-f", "-x", nap], capture_output=True, text=True).stdout.split()
+            finally:
+                subprocess.run(["pkill", "-f", "-x", nap], check=False)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+    assert code == 1 and "the login shell did not start within 2s" in entry["error"], entry
+    assert hung == [], f"{len(hung)} hung login shells left on the host"
 
 
 def test_a_host_whose_every_command_fails_to_start_is_an_error_not_drift(

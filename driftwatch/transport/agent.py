@@ -27,6 +27,7 @@ from driftwatch.transport.base import (
     Survivor,
     first_python,
 )
+from driftwatch.transport import wire
 from driftwatch.transport.login import PROFILE_LINES, login_command
 
 # The agent's remote lifetime. Near its end the client starts a fresh one for new commands,
@@ -120,7 +121,7 @@ class Agent:
             channel.exec_command(agent_command(pythons, AGENT_LIFETIME, agent.nonce))
             channel.settimeout(_TICK)
             # Blank lines for a profile that reads stdin to take; requests go only after the hello.
-            channel.sendall(b"\n" * PROFILE_LINES)
+            _send_all(channel, b"\n" * PROFILE_LINES)
         except _ChannelErrors as exc:
             agent.close()
             raise AgentUnavailable(f"cannot start it: {exc or type(exc).__name__}") from exc
@@ -130,6 +131,7 @@ class Agent:
         hung = not agent._dead and not agent._launched
         why = ("it exited" if agent._dead else f"no hello within {wait:g}s" if agent._launched
                else f"the login shell did not start within {wait:g}s (a profile that waits on something?)")
+        wire.kill_session(channel)  # the shell, or an interpreter that never said hello: not left behind
         agent.close()
         raise AgentUnavailable(why + agent._last_words(), shell_hung=hung)
 
@@ -184,7 +186,7 @@ class Agent:
                 if time.monotonic() >= deadline:  # half a line is out: nothing after it parses
                     return self._fail(f"{self._who}: request not sent in time")
                 try:
-                    sent += self._channel.send(data[sent : sent + _CHUNK])
+                    sent += wire.send(self._channel, data[sent : sent + _CHUNK])
                 except TimeoutError:  # no window: the agent is stalled, or we are
                     pass
         except _ChannelErrors:
@@ -264,6 +266,15 @@ class Agent:
             self._channel.close()
         except _ChannelErrors:
             pass  # on a dead connection there is nobody to tell
+
+
+def _send_all(channel: paramiko.Channel, data: bytes) -> None:
+    """``channel.sendall``, each piece sent before the channel's close (wire.py)."""
+    while data:
+        sent = wire.send(channel, data)
+        if sent == 0:
+            raise EOFError("channel closed for sending")
+        data = data[sent:]
 
 
 def _result(message: dict, max_output: int) -> CommandResult:

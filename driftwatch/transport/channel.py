@@ -25,6 +25,7 @@ from importlib import resources
 
 import paramiko
 
+from driftwatch.transport import wire
 from driftwatch.transport.base import KILL_AFTER, CommandResult, Survivor
 from driftwatch.transport.bounded import BoundedBuffer
 from driftwatch.transport.login import PROFILE_LINES, login_command
@@ -115,12 +116,12 @@ def pump(channel: paramiko.Channel, stdin: bytes, out: BoundedBuffer, err: Bound
             err.feed(channel.recv_stderr(_CHUNK))
         if sent < len(stdin) and channel.send_ready():
             try:
-                sent += channel.send(stdin[sent : sent + _CHUNK])
+                sent += wire.send(channel, stdin[sent : sent + _CHUNK])
             except OSError:  # the command closed its stdin or exited: the rest is not wanted
                 sent = len(stdin)
             if sent == len(stdin):
                 with contextlib.suppress(*_ChannelErrors):
-                    channel.shutdown_write()
+                    wire.shutdown_write(channel)
         left = deadline - time.monotonic()
         if left <= 0:
             return False

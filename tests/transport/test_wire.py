@@ -1,0 +1,23 @@
+"""Channel messages never follow the channel's close: a real sshd drops the whole
+connection for one that does (paramiko issues #1115, #1705)."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from tests.hostile import login_host
+
+
+def test_a_profile_that_exits_at_once_never_costs_the_connection(tmp_path: Path) -> None:
+    # Each command's session ends as it starts (`exit 0` in ~/.bashrc) while we still send
+    # it stdin: with paramiko's own send, a data or EOF message sometimes went out behind
+    # the close, and sshd dropped the connection ("data packet referred to nonexistent
+    # channel"): the commands after it failed as "connection lost" instead of "never started".
+    with login_host(tmp_path / "host", dotfiles={".bashrc": "exit 0\n"}) as host:
+        with host.transport(use_agent=False) as ssh, ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(lambda _: ssh.run("cat", timeout=10, stdin=b"x" * 200_000), range(256)))
+        log = host.log()
+    assert "nonexistent channel" not in log, log[-2000:]
+    errors = {result.error_text.strip().splitlines()[-1] for result in results}
+    assert all("lost" not in error and "closed" not in error for error in errors), errors
