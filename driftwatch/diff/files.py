@@ -120,9 +120,15 @@ def _presence(path: str, old: Facts | None, new: Facts | None, source: bool) -> 
     return Change("file", path, fmt.short(old.get("sha256"), 12), None, Severity.medium, text)
 
 
+# A file the walk had no time left to hash (files_collect.py): not a fact about the file.
+OUT_OF_TIME = "not hashed: out of time"
+
+
 def _unhashed(path: str, old: Facts, new: Facts) -> Change | None:
-    # Without digests on both sides only size and mtime can say anything.
-    if old.get("error") != new.get("error"):
+    # Without digests on both sides only size and mtime can say anything. A file left
+    # unhashed for time is no error of the file's: only its stat is compared.
+    transient = OUT_OF_TIME in (old.get("error"), new.get("error"))
+    if old.get("error") != new.get("error") and not transient:
         text = f"{path} could not be hashed: {fmt.value(new.get('error') or old.get('error'))}"
         return Change("file", path, old.get("error"), new.get("error"), Severity.low, text)
     if (old.get("size"), old.get("mtime")) == (new.get("size"), new.get("mtime")):
@@ -130,7 +136,7 @@ def _unhashed(path: str, old: Facts, new: Facts) -> Change | None:
     text = (
         f"{path} size or mtime changed "
         f"({fmt.size(old.get('size'))} → {fmt.size(new.get('size'))}), "
-        f"but it is not hashed: {fmt.value(new.get('error'))}"
+        f"but its content is unknown ({fmt.value(new.get('error') or old.get('error'))})"
     )
     return Change(
         "file", path, *fmt.when_pair(old.get("mtime"), new.get("mtime")), Severity.low, text

@@ -2,7 +2,9 @@
 
 Globs are expanded by a small stdlib script run by the target's python, fed on stdin, so
 no path ever passes through a shell. The previous snapshot's digests are the hash cache:
-a file whose size, mtime, ctime and inode are unchanged is not read again. The walk never
+a file whose size, mtime, ctime and inode are unchanged is not read again, and hashing
+stops at half the probe's time (the files left are ``not hashed: out of time``, hashed by a
+later snapshot). The walk never
 enters a symlink loop and stops at ``max_files`` files or ``ENTRIES_PER_FILE`` times as
 many directory entries, recording ``truncated`` and ``truncated_reason``.
 """
@@ -40,6 +42,9 @@ class FilesProbe:
             "max_files": ctx.watch.max_files,
             "max_entries": ENTRIES_PER_FILE * ctx.watch.max_files,
             "cache": cache_from(ctx.previous),
+            # Hashing stops at half the time left (the walk, the stat of every file and the
+            # answer need the rest): a file left over is "not hashed: out of time".
+            "budget_s": max(0.5, ctx.time_left * 0.5),
         }
         return collect_json(ctx, "files_collect.py", request, what="files", keys=("files",))
 

@@ -48,6 +48,16 @@ def test_unhashed_file_says_so() -> None:
     assert change.severity is Severity.low and "too large" in change.explanation
 
 
+def test_a_file_left_unhashed_for_time_is_no_change_unless_its_stat_moved() -> None:
+    # The walk ran out of time before this file (a slow mount, big files ahead of it):
+    # nothing is known of its content, and nothing may be claimed about it.
+    unhashed = {"sha256": None, "error": "not hashed: out of time"}
+    assert diff_after(lambda f: f["files"]["files"][ARGS].update(unhashed)).changes == []
+    [change] = diff_after(lambda f: f["files"]["files"][ARGS].update(unhashed, mtime=1772028120.0)).changes
+    assert change.severity is Severity.low
+    assert change.explanation.endswith("but its content is unknown (not hashed: out of time)"), change.explanation
+
+
 def test_times_within_one_minute_are_shown_to_the_second() -> None:
     # Baseline mtime is INSTALLED (10:00:00); touched 7 s later: "10:00 → 10:00" says nothing.
     from tests.diff.builders import INSTALLED

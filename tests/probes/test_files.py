@@ -58,6 +58,23 @@ def test_too_large_file_is_recorded_not_hashed(tmp_path: Path) -> None:
     assert entry["sha256"] is None and entry["error"] == "not hashed: too large"
 
 
+def test_hashing_stops_at_its_budget_and_the_probe_keeps_every_other_fact(tmp_path: Path) -> None:
+    # 8 GiB to hash (sparse: no disk used) against a 2 s probe: the probe timed out whole
+    # before, every file's facts lost with it. Now hashing stops at half the time left.
+    (tmp_path / "a.py").write_text("a = 1\n")
+    with open(tmp_path / "b.bin", "wb") as handle:
+        handle.truncate(8 * 1024**3)
+    (tmp_path / "c.py").write_text("c = 3\n")
+    facts = collect([f"{tmp_path}/*"], timeout=2.0, max_hash_bytes=16 * 1024**3)
+    files = facts["files"]
+    assert files[f"{tmp_path}/a.py"]["sha256"] == hashlib.sha256(b"a = 1\n").hexdigest()
+    for late in ("b.bin", "c.py"):  # in glob's order, after the budget ran out
+        assert files[f"{tmp_path}/{late}"]["sha256"] is None
+        assert files[f"{tmp_path}/{late}"]["error"] == "not hashed: out of time"
+    assert files[f"{tmp_path}/b.bin"]["size"] == 8 * 1024**3  # its stat is still a fact
+    assert facts["volatile"]["unhashed"] == 2
+
+
 def test_max_files_truncates_explicitly(tmp_path: Path) -> None:
     for i in range(5):
         (tmp_path / f"f{i}.py").write_text(str(i))
