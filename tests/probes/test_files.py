@@ -86,9 +86,9 @@ def test_hash_cache_reuses_unchanged_and_notices_same_size_same_mtime_rewrite(tm
     make_tree(tmp_path)
     pattern = [f"{tmp_path}/srt/**/*.py"]
     first = collect(pattern)
-    assert first["volatile"] == {"hashed": 2, "reused": 0}
+    assert first["volatile"] == {"hashed": 2, "reused": 0, "unhashed": 0}
     second = collect(pattern, previous=first)
-    assert second["volatile"] == {"hashed": 0, "reused": 2}
+    assert second["volatile"] == {"hashed": 0, "reused": 2, "unhashed": 0}
     assert second["files"] == first["files"]
     # Rewrite with the same size and put the mtime back: only ctime betrays the change.
     target = tmp_path / "srt" / "server_args.py"
@@ -96,7 +96,7 @@ def test_hash_cache_reuses_unchanged_and_notices_same_size_same_mtime_rewrite(tm
     target.write_text("z = 9\n")
     os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     third = collect(pattern, previous=second)
-    assert third["volatile"] == {"hashed": 1, "reused": 1}
+    assert third["volatile"] == {"hashed": 1, "reused": 1, "unhashed": 0}
     assert third["files"][str(target)]["sha256"] == hashlib.sha256(b"z = 9\n").hexdigest()
 
 
