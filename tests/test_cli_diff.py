@@ -279,7 +279,7 @@ def test_two_hosts_compare_with_a_warning(
     store.save(built_snapshot("gpu02"))
     code = main(["diff", "gpu01@latest", "gpu02@latest", "--json"])
     captured = capsys.readouterr()
-    assert code == 2 and "different hosts" in captured.err
+    assert code == 2 and captured.err.startswith("driftwatch: warning: comparing two different hosts (gpu01 and gpu02)")
     assert json.loads(captured.out)["summary"]["different_hosts"] is True
 
 

@@ -6,10 +6,9 @@ import os
 import re
 from pathlib import Path
 
-from rich.text import Text
 
 from driftwatch.commands.common import (
-    emit, html_path, ignoring, load, stderr_console, store_warnings, warn, warn_unused_rules, write_html,
+    emit, html_path, ignoring, load, store_warnings, warn, warn_unused_rules, write_html,
 )
 from driftwatch.diff import DiffOptions
 from driftwatch.explain import DiffResult, diff_snapshots
@@ -17,7 +16,6 @@ from driftwatch.facts.read import ok_facts
 from driftwatch.model import Snapshot
 from driftwatch.errors import UserError
 from driftwatch.report.diff import print_terminal, render_markdown
-from driftwatch.report.safe import clean
 from driftwatch.store import is_timestamp_prefix, parse_ref, resolve_ref
 from driftwatch.triage.apply import RuleUse, triage
 from driftwatch.triage.book import read_book
@@ -38,13 +36,8 @@ def print_report(result: DiffResult, form: str, *, show_ignored: bool = False) -
             " (one machine id under two hostnames: a cloned image? GPUs are matched by position)"
             if result.summary.get("cloned_image") else ""
         )
-        stderr_console().print(
-            Text(
-                f"warning: comparing two different hosts ({clean(old['hostname'] or old['host'])} and "
-                f"{clean(new['hostname'] or new['host'])}): identity facts differ by nature{clone}",
-                style="yellow",
-            )
-        )
+        warn(f"comparing two different hosts ({old['hostname'] or old['host']} and "
+             f"{new['hostname'] or new['host']}): identity facts differ by nature{clone}")
     emit(
         form, result.to_json, lambda: render_markdown(result, show_ignored=show_ignored),
         lambda console: print_terminal(console, result, show_ignored=show_ignored),
