@@ -110,5 +110,6 @@ def validate_label(label: str) -> str:
     elif len(label) > _LABEL_MAX:
         problem = f"it is over {_LABEL_MAX} characters"
     if problem:
-        raise UserError(f"bad label {label!r}: {problem}; labels are names like good or baseline-0219")
+        shown = repr(label) if len(label) <= _LABEL_MAX else f"{label[:40]!r}… ({len(label)} characters)"
+        raise UserError(f"bad label {shown}: {problem}; labels are names like good or baseline-0219")
     return label
