@@ -109,3 +109,18 @@ def test_history_mistakes_are_one_line(tmp_path: Path, monkeypatch: pytest.Monke
         assert code == 1 and message in err and "Traceback" not in err, argv
     code, out, _ = run(capsys, "history", "gpu01")
     assert code == 0 and "0 steps with changes across 1 snapshot" in out
+
+
+def test_history_of_local_is_headed_with_the_name_it_is_stored_under(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.localhost import local_host
+
+    local_host(tmp_path, monkeypatch, watch="processes = []\n", local_name="node17")
+    assert main(["snapshot", "local"]) in (0, 3)
+    code, out, _ = run(capsys, "list")
+    assert code == 0 and "node17" in out
+    code, out, _ = run(capsys, "history", "local")
+    assert code == 0 and out.startswith("node17: "), out  # as `list` names it, never "local:"
+    code, out, _ = run(capsys, "history", "local", "--json")
+    assert json.loads(out)["host"] == "node17"

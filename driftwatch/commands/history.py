@@ -36,7 +36,8 @@ def run_history(
         known = ", ".join(store.hosts()) or "none"
         raise UserError(f"no snapshots of {host!r} in {store.root} (hosts with snapshots: {known})")
     options = DiffOptions(free_memory_threshold_mib=config.free_memory_threshold_mib, focus=list(host_watch(config, host).focus))
-    query = HistoryQuery(host, options, ignoring(config), pattern=pattern, since=since_at)
+    # Named as `list` names it: `local` is this machine's stored name.
+    query = HistoryQuery(store.name_of(host), options, ignoring(config), pattern=pattern, since=since_at)
     use = RuleUse()
     with store_warnings(store):  # each damaged file named once, on stderr
         history = walk_history(_one_at_a_time(store, paths), query, use)
