@@ -201,11 +201,16 @@ def print_terminal(console: Console, result: DiffResult, *, show_ignored: bool =
 
 
 def markdown_rows(changes: list[Change], *, show_ignored: bool, show_context: bool = True) -> list[str]:
+    """One table, read as the terminal report is: what broke first (its severity cell says
+    ``observed``), then the causes, most likely first, then what is not drift."""
+    observed = [change for change in changes if change.drift and change.symptom]
     rows = []
-    for change in changes:
+    for change in [*observed, *(change for change in changes if change not in observed)]:
         if change.status == "ignored" and not show_ignored or change.status == "context" and not show_context:
             continue
         severity = change.severity.value if change.drift else change.status
+        if change in observed:
+            severity += " (observed)"
         rows.append(f"| {severity} | {change.category} | {md_cell(change.shown_item)} | {md_cell(with_note(change))} |")
     if not rows:
         return []

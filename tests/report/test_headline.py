@@ -31,3 +31,14 @@ def test_the_headline_is_one_short_sentence_and_the_detail_says_each_thing_once(
     assert "Fix: raise --mem-fraction-static" in detail
     alert = alert_payload("gpu01", "good", AlertKind.drift, result)
     assert len(alert["text"]) <= 200 and "most likely cause: --mem-fraction-static set explicitly to 0.55" in alert["text"]
+
+
+def test_the_markdown_table_reads_as_the_headline_what_broke_first() -> None:
+    from driftwatch.report.diff import render_markdown
+
+    result = incident()
+    rows = [line for line in render_markdown(result).splitlines() if line.startswith("| ") and "---" not in line][1:]
+    observed = [row for row in rows if row.split("|")[1].strip().endswith("(observed)")]
+    assert observed and rows[: len(observed)] == observed, rows  # the symptoms head the table
+    causes = rows[len(observed):]
+    assert causes[0].startswith("| critical | launch-arg | mem_fraction_static |"), causes  # then the most likely cause
