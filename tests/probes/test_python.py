@@ -114,6 +114,26 @@ def test_record_change_changes_record_sha256(tmp_path: Path) -> None:
     assert after["record_sha256"] == hashlib.sha256(record.read_bytes()).hexdigest()
 
 
+def test_a_fifo_or_a_huge_file_in_a_dist_info_costs_only_that_distribution(tmp_path: Path) -> None:
+    # A RECORD that is a FIFO blocked the read forever (the probe timed out, every package
+    # lost); a METADATA of 200 MiB was read whole into memory. Both are hostile-host files.
+    python = make_gpu_venv(tmp_path / "venv")
+    site = site_packages(tmp_path / "venv")
+    record = site / "sgl_kernel-0.3.16.post4.dist-info" / "RECORD"
+    record.unlink()
+    os.mkfifo(record)
+    [metadata] = site.glob("torch-*.dist-info/METADATA")
+    with open(metadata, "ab") as handle:
+        handle.truncate(200 * 1024 * 1024)  # sparse: its headers, then 200 MiB of zeros
+    started = time.monotonic()
+    interpreter = collect(str(python), timeout=10.0)["interpreters"][str(python)]
+    assert time.monotonic() - started < 8
+    dists = interpreter["distributions"]
+    assert dists["sgl-kernel"]["version"] == "0.3.16.post4" and dists["sgl-kernel"]["record_sha256"] is None
+    assert dists["torch"]["version"].startswith("2.")
+    assert dists["sglang"]["record_sha256"]  # the others as ever
+
+
 def test_first_distribution_on_sys_path_wins(gpu_venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # PYTHONPATH comes before site-packages: its older sgl-kernel is what `import` gets.
     early = tmp_path / "early"

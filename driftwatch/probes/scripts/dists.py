@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import sys
 
 TYPE_CHECKING = False
@@ -34,12 +35,33 @@ def drop_cwd_from_path() -> None:
         del sys.path[0]
 
 
-def read_bytes(path: str) -> bytes | None:
+# A dist-info file is read this far at most: torch's RECORD is ~2 MB, a METADATA's headers
+# come before its long description.
+MAX_INFO_BYTES = 16 * 1024 * 1024
+
+
+def read_bytes(path: str, limit: int = MAX_INFO_BYTES) -> bytes | None:
+    """The first ``limit`` bytes of a regular file; None when it is missing, unreadable or
+    not a regular file (a FIFO named RECORD would block the read forever)."""
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks, left = [], limit
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def read_text(path: str) -> str | None:

@@ -157,11 +157,9 @@ def _pth_files(sites: list[str]) -> dict[str, Any]:
             continue
         for name in names[:MAX_PTH]:
             path = os.path.join(site_dir, name)
-            try:
-                with open(path, "rb") as handle:
-                    data = handle.read(MAX_PTH_BYTES + 1)
-            except OSError as exc:
-                found[path] = {"imports": None, "error": exc.strerror or str(exc)}
+            data = read_bytes(path, MAX_PTH_BYTES + 1)
+            if data is None:
+                found[path] = {"imports": None, "error": "unreadable or not a regular file"}
                 continue
             lines = data[:MAX_PTH_BYTES].decode("utf-8", "replace").splitlines()
             imports = [line.strip()[:300] for line in lines if line.startswith(("import ", "import\t"))]
@@ -228,11 +226,7 @@ def _user_bin() -> dict[str, Any]:
 
 
 def read_bytes_head(path: str, limit: int = 256) -> bytes:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(limit)
-    except OSError:
-        return b""
+    return read_bytes(path, limit) or b""
 
 
 def _venv() -> dict[str, Any] | None:
@@ -336,11 +330,9 @@ def torch_version_file() -> dict[str, str] | None:
         return None
     for location in (spec.submodule_search_locations or []) if spec else []:
         path = os.path.join(location, "version.py")
-        try:
-            with open(path, "rb") as f:
-                return {"path": path, "text": f.read(65536).decode("utf-8", "replace")}
-        except OSError:
-            continue
+        data = read_bytes(path, 65536)
+        if data is not None:
+            return {"path": path, "text": data.decode("utf-8", "replace")}
     return None
 
 
