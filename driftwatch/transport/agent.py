@@ -37,6 +37,9 @@ _EXPIRY_MARGIN = 30.0
 # DEFAULT_PYTHONS: any python3 >= 3.6 will do; with none, the transport falls back to channels.
 __all__ = ["AGENT_LIFETIME", "DEFAULT_PYTHONS", "Agent", "AgentUnavailable", "agent_command"]
 _TICK = 0.5  # how late the reader notices stderr and the sender its deadline
+# Of a line that has not ended before the hello (a profile printing without a newline),
+# only this much is kept: the hello and the launch mark end such a line, and are short.
+_BEFORE_HELLO = 4096
 _CHUNK = 65536
 _ChannelErrors = (paramiko.SSHException, OSError, EOFError)
 
@@ -212,6 +215,8 @@ class Agent:
                     del buffer[: end + 1]
                     scanned = 0
                     reason = self._dispatch(line)
+                if self.pid is None and len(buffer) > _BEFORE_HELLO:
+                    del buffer[:-_BEFORE_HELLO]  # a profile's megabyte banner: only its end can hold the hello
                 scanned = len(buffer)  # only new bytes can hold the next newline
                 if reason is None and scanned > self._line_limit:
                     reason = f"{self._who}: protocol error: a line over {self._line_limit} bytes"

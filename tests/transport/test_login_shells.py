@@ -45,6 +45,21 @@ def test_a_profile_printing_without_a_newline_changes_no_output(tmp_path: Path, 
             assert facts["hostname"] and facts["hostname"] == host_hostname(transport)
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_a_profile_that_prints_megabytes_changes_no_output(tmp_path: Path, mode: str) -> None:
+    # An HPC login banner, `module avail` in ~/.bashrc: far more than the room a command's
+    # output has ahead of it. On a channel of its own the start mark came after the
+    # buffer's end: "the command did not start", on every command, every run.
+    banner = tmp_path / "banner"
+    banner.write_bytes(b"Lmod: " + b"x" * 2_000_000)  # no newline either
+    with login_host(tmp_path / "host", dotfiles={".bashrc": f"cat {banner}\n"}) as host:
+        with host.transport(use_agent=mode == "agent") as transport:
+            result = transport.run("echo out; cat", timeout=30, stdin=b"in\n")
+            assert (result.stdout, result.exit_code) == (b"out\nin\n", 0), result.error_text[-300:]
+            assert not result.truncated
+            assert transport.mode == mode, transport.agent_error
+
+
 def host_hostname(transport: object) -> str:
     return transport.run("hostname", timeout=10).text.strip()  # type: ignore[attr-defined]
 
