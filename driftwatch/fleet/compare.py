@@ -122,8 +122,10 @@ def compare_gathered(gathered: Gathered, options: DiffOptions | None = None) -> 
 
 def _compare_path(path: str, flat: dict[str, Mapping[str, Fact]], ok: dict[str, frozenset[str]]) -> list[Finding]:
     template = next(facts[path] for facts in flat.values() if path in facts)
-    # A host whose probe failed says nothing about that probe's facts.
-    takers = [h for h in flat if not template.probe or template.probe in ok[h]]
+    # A host whose probe failed says nothing about that probe's facts, nor one that did
+    # not read this fact this time.
+    takers = [h for h in flat if (not template.probe or template.probe in ok[h])
+              and not getattr(flat[h].get(path), "unknown", False)]
     groups: dict[Hashable, list[str]] = {}
     for host in takers:
         anchor = flat[host].get(template.within) if template.within else None

@@ -38,6 +38,9 @@ class Fact:
     focus: bool = False
     why: str = ""  # appended to the explanation
     note: str = ""  # per-host detail (a probe's error), shown next to the host
+    # Not read this time on this host (a file left unhashed for time): it says nothing, and
+    # the host is left out of this fact's comparison, as a host whose probe failed is.
+    unknown: bool = False
 
 
 FactMap = dict[str, Fact]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from driftwatch.diff.change import Severity
+from driftwatch.diff.files import OUT_OF_TIME
 from driftwatch.facts.read import as_dict
 from driftwatch.diff.launch import flag, severity_of
 from driftwatch.facts.launch import launch_settings
@@ -37,7 +38,8 @@ def files_facts(facts: dict[str, Any], view: HostView) -> tuple[FactMap, frozens
         e, base = as_dict(entry), f"file[{path}]"
         # Content is the fact (mtime differs wherever the file was copied at another time).
         content = f"error: {e['error']}" if e.get("error") else freeze(e.get("sha256"))
-        out[base] = Fact("files", "file", path, path, content, Severity.medium, why=" (content differs)")
+        out[base] = Fact("files", "file", path, path, content, Severity.medium, why=" (content differs)",
+                         unknown=e.get("error") == OUT_OF_TIME)
         out[f"{base}.mode"] = Fact("files", "file", path, f"{path} mode", freeze(e.get("mode")),
                                    Severity.medium, within=base)
     if "truncated" in facts:

@@ -206,3 +206,21 @@ def test_each_hosts_known_bad_states_are_named() -> None:
     assert set(states) == {"known-bad-version", "unmet-requirement"}
     assert "2.21.5" in states["known-bad-version"].why and "sglang/issues/7602" in states["known-bad-version"].reference
     assert states["unmet-requirement"].why == "torch 2.8.0+cu128 requires nvidia-nccl-cu12==2.27.3, but 2.21.5 is installed"
+
+
+def test_a_file_one_host_had_no_time_to_hash_is_no_odd_value() -> None:
+    # gpu02's walk ran out of time before the file: its content there is not known, so it
+    # is neither the odd value nor a vote; gpu03's edit is still found.
+    from tests.diff.builders import SRT
+
+    path = f"{SRT}/server_args.py"
+
+    def unhashed(facts: Facts) -> None:
+        facts["files"]["files"][path].update(sha256=None, error="not hashed: out of time")
+
+    def edited(facts: Facts) -> None:
+        facts["files"]["files"][path].update(sha256="f" * 64)
+
+    assert fleet(4, {2: unhashed}).findings == []
+    [finding] = fleet(4, {2: unhashed, 3: edited}).findings
+    assert finding.item == path and [host for host, _ in finding.outliers] == ["gpu03"], finding.explanation
