@@ -11,10 +11,11 @@ from __future__ import annotations
 from driftwatch.facts import fmt
 from driftwatch.diff.change import Change, Severity
 from driftwatch.diff.context import DiffContext
+from driftwatch.facts.names import under_home
 from driftwatch.facts.read import Facts, as_dict
 from driftwatch.diff.generic import changed_keys
 
-KEYS = frozenset({"patterns", "files", "truncated", "truncated_reason"})
+KEYS = frozenset({"patterns", "files", "truncated", "truncated_reason", "home"})
 
 # Content that changes what runs: code, compiled code, kernels, configuration.
 SOURCE_SUFFIXES = (
@@ -36,6 +37,8 @@ SOURCE_SUFFIXES = (
 
 def diff_files(old: Facts, new: Facts, ctx: DiffContext) -> list[Change]:
     old_files, new_files = as_dict(old.get("files")), as_dict(new.get("files"))
+    if old.get("home") and new.get("home") and old["home"] != new["home"]:  # another user: ~/x on both
+        old_files, new_files = under_home(old_files, old["home"]), under_home(new_files, new["home"])
     changes = [_watch_list(old, new)] if old.get("patterns") != new.get("patterns") else []
     if old.get("truncated") != new.get("truncated"):
         state = f"truncated ({_reason(new)})" if new.get("truncated") else "complete again"

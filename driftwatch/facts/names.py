@@ -28,6 +28,16 @@ def file_category(path: str) -> str:
     return "package"
 
 
+def under_home(files: Facts, home: Any) -> Facts:
+    """The files probe's ``files`` keyed as the config names them where ``~`` expanded:
+    ``~/sglang/x.py`` for ``/home/ubuntu/sglang/x.py``, so hosts that log in as different
+    users compare the same files. Other paths, and all of them without ``home``, as they are."""
+    if not isinstance(home, str) or home in ("", "/") or not home.startswith("/"):
+        return files
+    prefix = home.rstrip("/") + "/"
+    return {"~/" + path[len(prefix):] if path.startswith(prefix) else path: entry for path, entry in files.items()}
+
+
 def short_path(path: Any) -> str:
     """``nvidia/nccl/lib/libnccl.so.2`` for a file in site-packages; others as they are."""
     text = str(path)

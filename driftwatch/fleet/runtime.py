@@ -10,6 +10,7 @@ from typing import Any
 
 from driftwatch.diff.change import Severity
 from driftwatch.diff.files import OUT_OF_TIME
+from driftwatch.facts.names import under_home
 from driftwatch.facts.read import as_dict
 from driftwatch.diff.launch import flag, severity_of
 from driftwatch.facts.launch import launch_settings
@@ -34,7 +35,7 @@ def git_facts(facts: dict[str, Any], view: HostView) -> tuple[FactMap, frozenset
 
 def files_facts(facts: dict[str, Any], view: HostView) -> tuple[FactMap, frozenset[str]]:
     out: FactMap = {}
-    for path, entry in as_dict(facts.get("files")).items():
+    for path, entry in under_home(as_dict(facts.get("files")), facts.get("home")).items():
         e, base = as_dict(entry), f"file[{path}]"
         # Content is the fact (mtime differs wherever the file was copied at another time).
         content = f"error: {e['error']}" if e.get("error") else freeze(e.get("sha256"))
@@ -45,7 +46,7 @@ def files_facts(facts: dict[str, Any], view: HostView) -> tuple[FactMap, frozens
     if "truncated" in facts:
         out["files.truncated"] = Fact("files", "file", "(file list)", "more files than max_files",
                                       freeze(facts["truncated"]), Severity.low)
-    return out, frozenset({"files", "patterns", "truncated", "truncated_reason"})
+    return out, frozenset({"files", "patterns", "truncated", "truncated_reason", "home"})
 
 
 def files_content(facts: dict[str, Any]) -> Any:

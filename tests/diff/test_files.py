@@ -96,3 +96,18 @@ def test_mtimes_that_read_the_same_to_the_microsecond_are_no_change() -> None:
     jitter = mtime + 3e-7  # the next float up: another value, the same microsecond
     assert jitter != mtime
     assert diff_after(lambda f: f["files"]["files"][ARGS].update(mtime=jitter)).changes == []
+
+
+def test_two_users_homes_compare_the_same_files_under_home() -> None:
+    # A cross-host diff, root's host against ubuntu's: ~/sglang is the same tree.
+    from driftwatch.explain import diff_snapshots
+    from tests.diff.builders import make_snapshot
+
+    old, new = baseline(), baseline()
+    old["files"]["home"], new["files"]["home"] = "/root", "/home/ubuntu"
+    new["files"]["files"] = {p.replace("/root/", "/home/ubuntu/", 1): e for p, e in new["files"]["files"].items()}
+    new["files"]["files"][ARGS.replace("/root/", "/home/ubuntu/")]["sha256"] = "f" * 64
+    files = [c for c in diff_snapshots(make_snapshot(**old), make_snapshot(host="gpu02", **new)).changes
+             if c.category == "file"]
+    assert [c.item for c in files] == ["~/sglang/python/sglang/srt/server_args.py"], [c.explanation for c in files]
+    assert "edited, content differs" in files[0].explanation

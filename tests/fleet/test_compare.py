@@ -224,3 +224,25 @@ def test_a_file_one_host_had_no_time_to_hash_is_no_odd_value() -> None:
     assert fleet(4, {2: unhashed}).findings == []
     [finding] = fleet(4, {2: unhashed, 3: edited}).findings
     assert finding.item == path and [host for host, _ in finding.outliers] == ["gpu03"], finding.explanation
+
+
+def test_hosts_that_log_in_as_different_users_compare_their_files_under_home() -> None:
+    # The config watches ~/sglang/…: it is /root/sglang on gpu01 and gpu03, and
+    # /home/ubuntu/sglang on gpu02, where the same file is the same fact.
+    from tests.diff.builders import SRT
+
+    def home(path: str) -> Edit:
+        def edit(facts: Facts) -> None:
+            files = facts["files"]
+            files["home"] = path
+            files["files"] = {name.replace("/root/", path + "/", 1): entry for name, entry in files["files"].items()}
+        return edit
+
+    assert fleet(3, {1: home("/root"), 2: home("/home/ubuntu"), 3: home("/root")}).findings == []
+
+    def edited_there(facts: Facts) -> None:
+        home("/home/ubuntu")(facts)
+        facts["files"]["files"][f"{SRT}/server_args.py".replace("/root/", "/home/ubuntu/")]["sha256"] = "f" * 64
+
+    [finding] = fleet(3, {1: home("/root"), 2: edited_there, 3: home("/root")}).findings
+    assert finding.item == "~/sglang/python/sglang/srt/server_args.py" and finding.outliers[0][0] == "gpu02"

@@ -184,3 +184,10 @@ def test_a_file_name_that_is_not_utf8_is_stored_and_printed(
     assert main(["snapshot", "local", "--json"]) in (0, 3)
     out = capsys.readouterr().out
     assert "bad\\\\xff.py" in out  # the byte, shown as \xff (escaped once more by JSON)
+
+
+def test_the_walk_says_where_home_expanded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "x.py").write_text("x = 1\n")
+    facts = collect(["~/x.py"])
+    assert facts["home"] == str(tmp_path) and list(facts["files"]) == [str(tmp_path / "x.py")]

@@ -193,8 +193,9 @@ def main():
     paths, stopped = expand(request["patterns"], request["max_files"], request["max_entries"])
     files = dict((path, describe(path, st, request)) for path, st in paths)
     counts = {"hashed": request["hashed"], "reused": request["reused"], "unhashed": request["unhashed"]}
+    # Where ~ expanded: hosts that log in as different users compare their files under it.
     report = {"patterns": request["patterns"], "files": files, "truncated": stopped is not None,
-              "truncated_reason": stopped}
+              "truncated_reason": stopped, "home": os.path.expanduser("~")}
     report["volatile"] = counts
     json.dump(report, sys.stdout)
 
