@@ -272,14 +272,29 @@ def redact_strings(value: Any) -> Any:
         return redact_value(valid_text(value))
     # Numbers, booleans and None are most of the leaves: skipped without a call.
     if isinstance(value, dict):
-        return {valid_text(k) if isinstance(k, str) else k: v if type(v) in _PLAIN else redact_strings(v)
-                for k, v in value.items()}
+        out = {valid_text(k) if isinstance(k, str) else k: v if type(v) in _PLAIN else redact_strings(v)
+               for k, v in value.items()}
+        return out if len(out) == len(value) else _distinct(value)
     if isinstance(value, list):
         return [v if type(v) in _PLAIN else redact_strings(v) for v in value]
     return value
 
 
 _PLAIN = frozenset({int, float, bool, type(None)})
+NOT_UTF8 = " (name not UTF-8)"
+
+
+def _distinct(value: dict[Any, Any]) -> dict[Any, Any]:
+    """``value`` with its keys made valid text, where two of them read as one: a name with a
+    byte that is not UTF-8 (``bad\\xff.py`` once escaped) beside one spelled that way
+    literally. The escaped one says so, and neither is lost."""
+    out: dict[Any, Any] = {}
+    for k, v in value.items():
+        key = valid_text(k) if isinstance(k, str) else k
+        if key != k and (key in value or key in out):
+            key += NOT_UTF8
+        out[key] = v if type(v) in _PLAIN else redact_strings(v)
+    return out
 
 
 def redact_stored_probe(probe: str, facts: dict[str, Any]) -> dict[str, Any]:

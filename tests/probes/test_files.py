@@ -186,6 +186,30 @@ def test_a_file_name_that_is_not_utf8_is_stored_and_printed(
     assert "bad\\\\xff.py" in out  # the byte, shown as \xff (escaped once more by JSON)
 
 
+def test_a_name_that_is_not_utf8_and_its_literal_spelling_are_two_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # bad<0xff>.py is stored as "bad\\xff.py", which is also how a file named with a
+    # backslash, x, f, f is spelled: one of the two was silently dropped, and the other's
+    # digest compared against it.
+    from driftwatch.cli import main
+
+    (tmp_path / "src").mkdir()
+    with open(os.fsencode(tmp_path / "src") + b"/bad\xff.py", "wb") as handle:
+        handle.write(b"x = 1\n")
+    (tmp_path / "src" / "bad\\xff.py").write_text("y = 2\n")
+    (tmp_path / "driftwatch.toml").write_text(f'[watch]\nfiles = ["{tmp_path}/src/*.py"]\nprocesses = []\n')
+    monkeypatch.chdir(tmp_path)
+    assert main(["snapshot", "local"]) in (0, 3)
+    capsys.readouterr()
+    assert main(["show", "local@latest", "--json"]) == 0
+    files = json.loads(capsys.readouterr().out)["probes"]["files"]["facts"]["files"]
+    literal, escaped = f"{tmp_path}/src/bad\\xff.py", f"{tmp_path}/src/bad\\xff.py (name not UTF-8)"
+    assert sorted(files) == [literal, escaped]
+    assert files[literal]["sha256"] == hashlib.sha256(b"y = 2\n").hexdigest()
+    assert files[escaped]["sha256"] == hashlib.sha256(b"x = 1\n").hexdigest()
+
+
 def test_the_walk_says_where_home_expanded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
     (tmp_path / "x.py").write_text("x = 1\n")
