@@ -169,20 +169,29 @@ def test_walker_runs_on_old_pythons(tmp_path: Path, python: str) -> None:
     assert len(json.loads(out)["files"]) == 3
 
 
-def test_a_file_name_that_is_not_utf8_is_stored_and_printed(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # A path with a byte that is not UTF-8 came back as a lone surrogate; the snapshot then
-    # could not be stored or printed (a traceback from the JSON encoder).
+def snapshot_of_bad_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                         *, literal_too: bool = False) -> str:
+    """`snapshot local --json` of a tree holding bad<0xff>.py (x = 1) and, with
+    ``literal_too``, a file literally named bad\\xff.py (y = 2); its stdout."""
     from driftwatch.cli import main
 
     (tmp_path / "src").mkdir()
     with open(os.fsencode(tmp_path / "src") + b"/bad\xff.py", "wb") as handle:
         handle.write(b"x = 1\n")
+    if literal_too:
+        (tmp_path / "src" / "bad\\xff.py").write_text("y = 2\n")
     (tmp_path / "driftwatch.toml").write_text(f'[watch]\nfiles = ["{tmp_path}/src/*.py"]\nprocesses = []\n')
     monkeypatch.chdir(tmp_path)
     assert main(["snapshot", "local", "--json"]) in (0, 3)
-    out = capsys.readouterr().out
+    return capsys.readouterr().out
+
+
+def test_a_file_name_that_is_not_utf8_is_stored_and_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A path with a byte that is not UTF-8 came back as a lone surrogate; the snapshot then
+    # could not be stored or printed (a traceback from the JSON encoder).
+    out = snapshot_of_bad_name(tmp_path, monkeypatch, capsys)
     assert "bad\\\\xff.py" in out  # the byte, shown as \xff (escaped once more by JSON)
 
 
@@ -192,18 +201,8 @@ def test_a_name_that_is_not_utf8_and_its_literal_spelling_are_two_files(
     # bad<0xff>.py is stored as "bad\\xff.py", which is also how a file named with a
     # backslash, x, f, f is spelled: one of the two was silently dropped, and the other's
     # digest compared against it.
-    from driftwatch.cli import main
-
-    (tmp_path / "src").mkdir()
-    with open(os.fsencode(tmp_path / "src") + b"/bad\xff.py", "wb") as handle:
-        handle.write(b"x = 1\n")
-    (tmp_path / "src" / "bad\\xff.py").write_text("y = 2\n")
-    (tmp_path / "driftwatch.toml").write_text(f'[watch]\nfiles = ["{tmp_path}/src/*.py"]\nprocesses = []\n')
-    monkeypatch.chdir(tmp_path)
-    assert main(["snapshot", "local"]) in (0, 3)
-    capsys.readouterr()
-    assert main(["show", "local@latest", "--json"]) == 0
-    files = json.loads(capsys.readouterr().out)["probes"]["files"]["facts"]["files"]
+    [entry] = json.loads(snapshot_of_bad_name(tmp_path, monkeypatch, capsys, literal_too=True))
+    files = entry["snapshot"]["probes"]["files"]["facts"]["files"]
     literal, escaped = f"{tmp_path}/src/bad\\xff.py", f"{tmp_path}/src/bad\\xff.py (name not UTF-8)"
     assert sorted(files) == [literal, escaped]
     assert files[literal]["sha256"] == hashlib.sha256(b"y = 2\n").hexdigest()
