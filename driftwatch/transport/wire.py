@@ -14,14 +14,31 @@ paramiko's own channel requests are.
 
 from __future__ import annotations
 
+import time
+
 import paramiko
 from paramiko.common import cMSG_CHANNEL_DATA, cMSG_CHANNEL_REQUEST
 from paramiko.message import Message
 
 
+def _rekey_done(channel: paramiko.Channel) -> None:
+    """Wait, without the channel's lock, while a key exchange holds sending back: the
+    transport thread takes that lock to hand us a window adjust, and a send waiting under
+    it for the exchange's end would keep the exchange from ending (until paramiko's 30 s
+    timeout). A send finds the way clear after this but for a rekey begun in between."""
+    transport = channel.transport
+    if transport is None:
+        return
+    end = time.monotonic() + getattr(transport, "clear_to_send_timeout", 30.0)
+    # As paramiko's own wait: a transport that dies meanwhile ends it at once.
+    while transport.is_active() and not transport.clear_to_send.wait(0.1) and time.monotonic() < end:
+        pass
+
+
 def send(channel: paramiko.Channel, data: bytes) -> int:
     """``channel.send(data)``: the bytes sent (0 after our EOF), OSError once it is closed,
     TimeoutError when no window opens within its timeout."""
+    _rekey_done(channel)
     with channel.lock:
         if channel.closed:
             raise OSError("Socket is closed")
@@ -38,6 +55,7 @@ def send(channel: paramiko.Channel, data: bytes) -> int:
 
 def shutdown_write(channel: paramiko.Channel) -> None:
     """``channel.shutdown_write()``: our EOF, unless the channel is closed or it was sent."""
+    _rekey_done(channel)
     with channel.lock:
         if channel.closed:
             return
@@ -59,6 +77,7 @@ def kill_session(channel: paramiko.Channel) -> None:
     message.add_string("signal")
     message.add_boolean(False)  # want reply
     message.add_string("KILL")
+    _rekey_done(channel)
     with channel.lock:
         if channel.active and not channel.closed:
             channel.transport._send_user_message(message)  # noqa: SLF001
