@@ -6,7 +6,6 @@ import os
 import re
 from pathlib import Path
 
-
 from driftwatch.commands.common import (
     emit, html_path, ignoring, load, store_warnings, warn, warn_unused_rules, write_html,
 )

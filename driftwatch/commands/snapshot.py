@@ -94,7 +94,7 @@ def take_snapshot(
     interrupt.check()  # probes cut short by the stop are not a host's failure
     failed = {n: r.error for n, r in snap.probes.items() if r.status in (ProbeStatus.error, ProbeStatus.timeout)}
     if failed and not transport.reached:  # every command failed to start: the host was never read
-        first = str(next(iter(failed.values())))  # the same transport failure in every probe
+        first = next((str(e) for e in failed.values() if e), "no command started")  # the same in every probe
         return HostOutcome(target, error=f"nothing collected: {first.removeprefix('no result from the target: ')}")
     if len(failed) == len(snap.probes):
         reasons = "; ".join(f"{n}: {r}" for n, r in failed.items())

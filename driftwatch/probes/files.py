@@ -4,9 +4,9 @@ Globs are expanded by a small stdlib script run by the target's python, fed on s
 no path ever passes through a shell. The previous snapshot's digests are the hash cache:
 a file whose size, mtime, ctime and inode are unchanged is not read again, and hashing
 stops at half the probe's time (the files left are ``not hashed: out of time``, hashed by a
-later snapshot). The walk never
-enters a symlink loop and stops at ``max_files`` files or ``ENTRIES_PER_FILE`` times as
-many directory entries, recording ``truncated`` and ``truncated_reason``.
+later snapshot). The walk never enters a symlink loop and stops at ``max_files`` files or
+``ENTRIES_PER_FILE`` times as many directory entries, recording ``truncated`` and
+``truncated_reason``.
 """
 
 from __future__ import annotations
